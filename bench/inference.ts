@@ -1,0 +1,140 @@
+// Inference throughput: prefill and decode tokens/s at batch 1, 8, 32 with 1, 8, 32 distinct LoRA adapters,
+// LoRA overhead over base-only, and achieved memory bandwidth in decode. Prints a table; writes JSON.
+//
+//   node dist/bench/inference.js [--preset bench-small|qwen2.5-0.5b-shape] [--backend webgpu|cpu] [--weights f16|f32]
+//                                [--prompt 16] [--decode 8] [--rank 16] [--peak-gbs N] [--out bench/results/inference.json]
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { Backend, WeightStorage } from '../src/backend/backend.js';
+import { openBackend, type BackendChoice } from '../src/backend/select.js';
+import { randomModel } from '../src/model/checkpoint.js';
+import { TINY_CONFIGS, type LlamaConfig } from '../src/model/config.js';
+import { LlamaModel } from '../src/model/llama.js';
+import { LoraBank } from '../src/model/lora-bank.js';
+import { LORA_MODULES, loraModuleShape, randomAdapter } from '../src/model/peft.js';
+
+/** Small enough for lavapipe (software Vulkan) to finish in a few minutes. */
+const BENCH_SMALL: LlamaConfig = { ...TINY_CONFIGS['qwen2-tiny']!, vocabSize: 4096, hiddenSize: 256, intermediateSize: 704, numLayers: 4, numHeads: 4, numKvHeads: 2, headDim: 64 };
+const PRESETS: Record<string, LlamaConfig> = { 'bench-small': BENCH_SMALL, ...TINY_CONFIGS };
+const SHAPES: Array<[batch: number, adapters: number]> = [[1, 1], [8, 1], [8, 8], [32, 1], [32, 8], [32, 32]];
+
+const { values: args } = parseArgs({
+  options: {
+    preset: { type: 'string', default: 'bench-small' },
+    backend: { type: 'string', default: 'webgpu' },
+    weights: { type: 'string', default: 'f16' },
+    prompt: { type: 'string', default: '16' },
+    decode: { type: 'string', default: '8' },
+    rank: { type: 'string', default: '16' },
+    'peak-gbs': { type: 'string' },
+    out: { type: 'string', default: 'bench/results/inference.json' },
+  },
+});
+
+interface Row {
+  batch: number;
+  adapters: number; // 0 = base only
+  prefillTokensPerS: number;
+  decodeTokensPerS: number;
+  decodeMsPerStep: number;
+  decodeGBPerS: number;
+}
+
+const seconds = (start: number) => (performance.now() - start) / 1000;
+
+/** Bytes one decode step must read: every matrix once, each distinct adapter's factors, the KV cache so far. */
+function decodeBytes(c: LlamaConfig, storage: WeightStorage, adapters: number, rank: number, batch: number, context: number): number {
+  const elementBytes = storage === 'f16' ? 2 : 4;
+  const { hiddenSize: D, intermediateSize: F, numHeads: H, numKvHeads: Hkv, headDim: hd, numLayers: L, vocabSize: V } = c;
+  const perLayer = D * H * hd * 2 + D * Hkv * hd * 2 + 3 * D * F;
+  const lora = LORA_MODULES.reduce((n, m) => {
+    const { inFeatures, outFeatures } = loraModuleShape(c, m);
+    return n + rank * (inFeatures + outFeatures);
+  }, 0);
+  const kv = 2 * L * batch * context * Hkv * hd * 4;
+  return (L * perLayer + V * D) * elementBytes + adapters * L * lora * 4 + kv;
+}
+
+async function measure(model: LlamaModel, bank: LoraBank | undefined, batch: number, adapters: number, promptLen: number, steps: number): Promise<Omit<Row, 'decodeGBPerS'>> {
+  const b = model.backend;
+  const V = model.config.vocabSize;
+  const cache = model.createKvCache(batch, promptLen + steps);
+  const adapterOf = (s: number) => (adapters === 0 ? -1 : s % adapters);
+  const run = async (tokens: number[], slots: number[], positions: number[], logitRows: number[]) => {
+    const logits = model.forward({ tokens: Int32Array.from(tokens), slots: Int32Array.from(slots), positions: Int32Array.from(positions), adapters: Int32Array.from(slots, adapterOf), logitRows: Int32Array.from(logitRows) }, cache, bank);
+    await b.readF32(logits); // the step's one readback, as generation does
+    b.free(logits);
+  };
+  const slots = Array.from({ length: batch * promptLen }, (_, i) => Math.floor(i / promptLen));
+  const prefill = () => run(slots.map((s, i) => (s * 31 + i) % V), slots, slots.map((_, i) => i % promptLen), Array.from({ length: batch }, (_, s) => s * promptLen + promptLen - 1));
+  await prefill(); // warm-up: pipelines compile, buffers enter the pool
+  let start = performance.now();
+  await prefill();
+  const prefillSeconds = seconds(start);
+  const rows = Array.from({ length: batch }, (_, s) => s);
+  start = performance.now();
+  for (let step = 0; step < steps; step++) await run(rows.map((s) => (s + step) % V), rows, rows.map(() => promptLen + step), rows);
+  const decodeSeconds = seconds(start);
+  model.freeKvCache(cache);
+  return { batch, adapters, prefillTokensPerS: (batch * promptLen) / prefillSeconds, decodeTokensPerS: (batch * steps) / decodeSeconds, decodeMsPerStep: (decodeSeconds * 1000) / steps };
+}
+
+/** Streaming bandwidth of the device: acc += x over 2 × 32 MiB (reads 8 bytes, writes 4 per element). */
+async function streamingGBPerS(b: Backend): Promise<number> {
+  const n = 8 * 1024 * 1024;
+  const [acc, x] = [b.zeros([n]), b.zeros([n])];
+  const probe = b.zeros([1]);
+  b.addInPlace(acc, x);
+  await b.readF32(probe);
+  const repeats = 10;
+  const start = performance.now();
+  for (let i = 0; i < repeats; i++) b.addInPlace(acc, x);
+  b.addInPlace(probe, probe);
+  await b.readF32(probe);
+  const gbs = (repeats * n * 12) / seconds(start) / 1e9;
+  [acc, x, probe].forEach((t) => b.free(t));
+  return gbs;
+}
+
+async function main() {
+  const config = PRESETS[args.preset!];
+  if (!config) throw new Error(`--preset: unknown "${args.preset}"; choose one of ${Object.keys(PRESETS).join(', ')}`);
+  const [promptLen, steps, rank] = [Number(args.prompt), Number(args.decode), Number(args.rank)];
+  const storage = args.weights as WeightStorage;
+  const backend = await openBackend(args.backend as BackendChoice);
+  try {
+    const model = LlamaModel.upload(backend, config, randomModel(config, 1), { storage, maxContext: promptLen + steps });
+    const maxAdapters = Math.max(...SHAPES.map(([, a]) => a));
+    const bank = new LoraBank(backend, config, maxAdapters, rank, LORA_MODULES);
+    for (let slot = 0; slot < maxAdapters; slot++) bank.load(slot, randomAdapter(config, { rank, targets: [...LORA_MODULES], seed: slot, init: 'gaussian' }));
+    const rows: Row[] = [];
+    for (const [batch, adapters] of SHAPES) {
+      for (const n of adapters === 1 ? [0, 1] : [adapters]) {
+        const r = await measure(model, n === 0 ? undefined : bank, batch, n, promptLen, steps);
+        const gbs = decodeBytes(config, storage, n, rank, batch, promptLen + steps / 2) / (r.decodeMsPerStep / 1000) / 1e9;
+        rows.push({ ...r, decodeGBPerS: gbs });
+        console.error(`  measured batch ${batch}, adapters ${n}`);
+      }
+    }
+    const streaming = await streamingGBPerS(backend);
+    const peak = args['peak-gbs'] ? Number(args['peak-gbs']) : streaming;
+    const baseOf = (batch: number) => rows.find((r) => r.batch === batch && r.adapters === 0)!;
+    console.log(`\nmodel ${args.preset} (${storage} weights), LoRA rank ${rank} on all 7 projections, prompt ${promptLen}, ${steps} decode steps`);
+    console.log(`device: ${backend.deviceDescription}; streaming bandwidth ${streaming.toFixed(1)} GB/s${args['peak-gbs'] ? `; peak given ${peak} GB/s` : ''}\n`);
+    console.log('| batch | adapters | prefill tok/s | decode tok/s | decode ms/step | LoRA overhead (decode) | decode GB/s | % of bandwidth |');
+    console.log('|---:|---:|---:|---:|---:|---:|---:|---:|');
+    for (const r of rows) {
+      const overhead = r.adapters === 0 ? '—' : `${((r.decodeMsPerStep / baseOf(r.batch).decodeMsPerStep - 1) * 100).toFixed(1)}%`;
+      console.log(`| ${r.batch} | ${r.adapters || 'base'} | ${r.prefillTokensPerS.toFixed(1)} | ${r.decodeTokensPerS.toFixed(1)} | ${r.decodeMsPerStep.toFixed(2)} | ${overhead} | ${r.decodeGBPerS.toFixed(2)} | ${((r.decodeGBPerS / peak) * 100).toFixed(1)}% |`);
+    }
+    mkdirSync(dirname(args.out!), { recursive: true });
+    writeFileSync(args.out!, JSON.stringify({ preset: args.preset, config, storage, rank, promptLen, steps, device: backend.deviceDescription, streamingGBPerS: streaming, peakGBPerS: peak, rows }, null, 2));
+    console.log(`\nwrote ${args.out}`);
+  } finally {
+    backend.destroy();
+  }
+}
+
+await main();

@@ -1,0 +1,245 @@
+// The CPU reference backend: each op written as the plain maths, in f32 storage with f64 accumulation.
+// It is the oracle the WGSL kernels are tested against, and the fallback when no WebGPU adapter exists.
+
+import { assert, numel, type Backend, type KvCache, type SampleRow, type Tensor, type WeightStorage } from './backend.js';
+import { roundToF16 } from './half.js';
+import { sampleRow } from './sampling.js';
+
+interface CpuTensor extends Tensor {
+  data: Float32Array | Int32Array;
+}
+
+function f32Of(t: Tensor): Float32Array {
+  const data = (t as CpuTensor).data;
+  assert(data instanceof Float32Array, `expected a float tensor, got ${t.dtype}`);
+  return data;
+}
+
+function i32Of(t: Tensor): Int32Array {
+  const data = (t as CpuTensor).data;
+  assert(data instanceof Int32Array, `expected an i32 tensor, got ${t.dtype}`);
+  return data;
+}
+
+function tensor(data: Float32Array | Int32Array, shape: readonly number[], dtype: Tensor['dtype']): CpuTensor {
+  assert(data.length === numel(shape), `data length ${data.length} does not match shape [${shape.join(', ')}]`);
+  return { data, shape: [...shape], dtype };
+}
+
+const rowsOf = (t: Tensor) => t.shape[0]!;
+const colsOf = (t: Tensor) => numel(t.shape) / t.shape[0]!;
+
+export class CpuBackend implements Backend {
+  readonly name = 'cpu' as const;
+  readonly deviceDescription = 'cpu (TypeScript reference)';
+
+  upload(data: Float32Array, shape: readonly number[]): Tensor {
+    return tensor(data.slice(), shape, 'f32');
+  }
+  uploadI32(data: Int32Array, shape: readonly number[]): Tensor {
+    return tensor(data.slice(), shape, 'i32');
+  }
+  uploadWeight(data: Float32Array, shape: readonly [number, number], storage: WeightStorage): Tensor {
+    return tensor(storage === 'f16' ? roundToF16(data) : data.slice(), shape, storage);
+  }
+  zeros(shape: readonly number[]): Tensor {
+    return tensor(new Float32Array(numel(shape)), shape, 'f32');
+  }
+  write(t: Tensor, data: Float32Array, offset: number): void {
+    assert(t.dtype === 'f32', `write needs an f32 tensor, got ${t.dtype}`);
+    f32Of(t).set(data, offset);
+  }
+  async readF32(t: Tensor): Promise<Float32Array> {
+    return f32Of(t).slice();
+  }
+  async readI32(t: Tensor): Promise<Int32Array> {
+    return i32Of(t).slice();
+  }
+  free(): void {}
+  destroy(): void {}
+
+  createKvCache(dims: Omit<KvCache, 'k' | 'v'>): KvCache {
+    const shape = [dims.layers, dims.slots, dims.maxLen, dims.kvHeads, dims.headDim];
+    return { ...dims, k: this.zeros(shape), v: this.zeros(shape) };
+  }
+
+  embedding(table: Tensor, tokens: Tensor): Tensor {
+    const [V, D] = table.shape as [number, number];
+    const w = f32Of(table);
+    const ids = i32Of(tokens);
+    const out = new Float32Array(ids.length * D);
+    ids.forEach((id, t) => {
+      assert(id >= 0 && id < V, `token id ${id} outside the vocabulary [0, ${V})`);
+      out.set(w.subarray(id * D, (id + 1) * D), t * D);
+    });
+    return tensor(out, [ids.length, D], 'f32');
+  }
+
+  rmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
+    const [T, D] = [rowsOf(x), colsOf(x)];
+    const xs = f32Of(x);
+    const w = f32Of(weight);
+    const out = new Float32Array(T * D);
+    for (let t = 0; t < T; t++) {
+      let sumSquares = 0;
+      for (let d = 0; d < D; d++) sumSquares += xs[t * D + d]! ** 2;
+      const inverseRms = 1 / Math.sqrt(sumSquares / D + eps);
+      for (let d = 0; d < D; d++) out[t * D + d] = xs[t * D + d]! * inverseRms * w[d]!;
+    }
+    return tensor(out, [T, D], 'f32');
+  }
+
+  matmul(x: Tensor, w: Tensor, bias?: Tensor): Tensor {
+    const [T, K] = [rowsOf(x), colsOf(x)];
+    const [N, Kw] = w.shape as [number, number];
+    assert(K === Kw, `matmul: x has ${K} columns but the weight has ${Kw}`);
+    const xs = f32Of(x);
+    const ws = f32Of(w);
+    const b = bias ? f32Of(bias) : undefined;
+    const out = new Float32Array(T * N);
+    for (let t = 0; t < T; t++) {
+      for (let n = 0; n < N; n++) {
+        let sum = 0;
+        for (let k = 0; k < K; k++) sum += xs[t * K + k]! * ws[n * K + k]!;
+        out[t * N + n] = sum + (b ? b[n]! : 0);
+      }
+    }
+    return tensor(out, [T, N], 'f32');
+  }
+
+  addInPlace(acc: Tensor, x: Tensor): void {
+    const a = f32Of(acc);
+    const b = f32Of(x);
+    assert(a.length === b.length, `addInPlace: sizes ${a.length} and ${b.length} differ`);
+    for (let i = 0; i < a.length; i++) a[i] = a[i]! + b[i]!;
+  }
+
+  ropeInPlace(x: Tensor, positions: Tensor, table: Tensor, heads: number, headDim: number): void {
+    const xs = f32Of(x);
+    const pos = i32Of(positions);
+    const cosSin = f32Of(table);
+    const half = headDim / 2;
+    for (let t = 0; t < pos.length; t++) {
+      const row = pos[t]! * headDim;
+      for (let h = 0; h < heads; h++) {
+        const base = (t * heads + h) * headDim;
+        for (let i = 0; i < half; i++) {
+          const [cos, sin] = [cosSin[row + i]!, cosSin[row + half + i]!];
+          const [x1, x2] = [xs[base + i]!, xs[base + half + i]!];
+          xs[base + i] = x1 * cos - x2 * sin;
+          xs[base + half + i] = x2 * cos + x1 * sin;
+        }
+      }
+    }
+  }
+
+  kvWrite(cache: KvCache, layer: number, k: Tensor, v: Tensor, slots: Tensor, positions: Tensor): void {
+    const width = cache.kvHeads * cache.headDim;
+    const [ks, vs, s, p] = [f32Of(k), f32Of(v), i32Of(slots), i32Of(positions)];
+    const [kc, vc] = [f32Of(cache.k), f32Of(cache.v)];
+    for (let t = 0; t < s.length; t++) {
+      assert(p[t]! < cache.maxLen, `position ${p[t]} beyond the KV cache length ${cache.maxLen}`);
+      const offset = ((layer * cache.slots + s[t]!) * cache.maxLen + p[t]!) * width;
+      kc.set(ks.subarray(t * width, (t + 1) * width), offset);
+      vc.set(vs.subarray(t * width, (t + 1) * width), offset);
+    }
+  }
+
+  attention(q: Tensor, cache: KvCache, layer: number, slots: Tensor, positions: Tensor, heads: number): Tensor {
+    const { headDim, kvHeads, maxLen } = cache;
+    const [qs, s, p] = [f32Of(q), i32Of(slots), i32Of(positions)];
+    const [kc, vc] = [f32Of(cache.k), f32Of(cache.v)];
+    const T = s.length;
+    const groupSize = heads / kvHeads;
+    const scale = 1 / Math.sqrt(headDim);
+    const out = new Float32Array(T * heads * headDim);
+    for (let t = 0; t < T; t++) {
+      const slotBase = (layer * cache.slots + s[t]!) * maxLen;
+      for (let h = 0; h < heads; h++) {
+        const kvHead = Math.floor(h / groupSize);
+        const qBase = (t * heads + h) * headDim;
+        const at = (j: number) => ((slotBase + j) * kvHeads + kvHead) * headDim;
+        const scores = new Float64Array(p[t]! + 1);
+        for (let j = 0; j <= p[t]!; j++) {
+          let dot = 0;
+          for (let d = 0; d < headDim; d++) dot += qs[qBase + d]! * kc[at(j) + d]!;
+          scores[j] = dot * scale;
+        }
+        const max = Math.max(...scores);
+        let total = 0;
+        for (let j = 0; j < scores.length; j++) total += (scores[j] = Math.exp(scores[j]! - max));
+        for (let d = 0; d < headDim; d++) {
+          let sum = 0;
+          for (let j = 0; j < scores.length; j++) sum += scores[j]! * vc[at(j) + d]!;
+          out[qBase + d] = sum / total;
+        }
+      }
+    }
+    return tensor(out, [T, heads * headDim], 'f32');
+  }
+
+  swiglu(gate: Tensor, up: Tensor): Tensor {
+    const [g, u] = [f32Of(gate), f32Of(up)];
+    const out = new Float32Array(g.length);
+    for (let i = 0; i < g.length; i++) out[i] = (g[i]! / (1 + Math.exp(-g[i]!))) * u[i]!;
+    return tensor(out, gate.shape, 'f32');
+  }
+
+  gatherRows(x: Tensor, rows: Tensor): Tensor {
+    const [T, D] = [rowsOf(x), colsOf(x)];
+    const [xs, r] = [f32Of(x), i32Of(rows)];
+    const out = new Float32Array(r.length * D);
+    r.forEach((row, m) => {
+      assert(row >= 0 && row < T, `gatherRows: row ${row} outside [0, ${T})`);
+      out.set(xs.subarray(row * D, (row + 1) * D), m * D);
+    });
+    return tensor(out, [r.length, D], 'f32');
+  }
+
+  loraShrink(x: Tensor, a: Tensor, adapters: Tensor, rank: number): Tensor {
+    const [T, K] = [rowsOf(x), colsOf(x)];
+    const [xs, as, ids] = [f32Of(x), f32Of(a), i32Of(adapters)];
+    const out = new Float32Array(T * rank);
+    for (let t = 0; t < T; t++) {
+      const slot = ids[t]!;
+      if (slot < 0) continue;
+      for (let j = 0; j < rank; j++) {
+        let sum = 0;
+        const row = (slot * rank + j) * K;
+        for (let k = 0; k < K; k++) sum += xs[t * K + k]! * as[row + k]!;
+        out[t * rank + j] = sum;
+      }
+    }
+    return tensor(out, [T, rank], 'f32');
+  }
+
+  loraExpandInPlace(y: Tensor, h: Tensor, b: Tensor, adapters: Tensor, scales: Tensor): void {
+    const [T, N] = [rowsOf(y), colsOf(y)];
+    const rank = colsOf(h);
+    const [ys, hs, bs, ids, sc] = [f32Of(y), f32Of(h), f32Of(b), i32Of(adapters), f32Of(scales)];
+    for (let t = 0; t < T; t++) {
+      const slot = ids[t]!;
+      if (slot < 0) continue;
+      for (let n = 0; n < N; n++) {
+        let sum = 0;
+        const row = (slot * N + n) * rank;
+        for (let j = 0; j < rank; j++) sum += hs[t * rank + j]! * bs[row + j]!;
+        ys[t * N + n] = ys[t * N + n]! + sc[slot]! * sum;
+      }
+    }
+  }
+
+  sample(logits: Tensor, rows: readonly SampleRow[], mask?: Tensor): Tensor {
+    const [M, V] = [rowsOf(logits), colsOf(logits)];
+    assert(rows.length === M, `sample: ${rows.length} parameter rows for ${M} logit rows`);
+    const ls = f32Of(logits);
+    const bits = mask ? new Uint32Array(i32Of(mask).buffer) : undefined;
+    const words = Math.ceil(V / 32);
+    const out = new Int32Array(M);
+    for (let m = 0; m < M; m++) {
+      const allowed = bits ? (v: number) => ((bits[m * words + (v >>> 5)]! >>> (v & 31)) & 1) === 1 : undefined;
+      out[m] = sampleRow(ls.subarray(m * V, (m + 1) * V), rows[m]!, allowed);
+    }
+    return tensor(out, [M], 'i32');
+  }
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env node
+// The populora command line. Each command is a thin shell over the library; errors print one clear line.
+
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { BACKEND_CHOICES } from '../backend/select.js';
+import { runDemo } from './demo.js';
+import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } from './model-commands.js';
+import { runCommand } from './run-command.js';
+
+const integer = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n)) throw new InvalidArgumentError(`${name} must be an integer, got "${value}"`);
+  return n;
+};
+const number = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${value}"`);
+  return n;
+};
+const backendOption = () => new Option('--backend <name>', 'compute backend').choices(BACKEND_CHOICES).default('auto');
+const storageOption = () => new Option('--weights <storage>', 'device storage of weight matrices (default: as stored in the file)').choices(['f32', 'f16']);
+
+const program = new Command('populora').description('Population self-play of LoRA adapters on WebGPU').showHelpAfterError();
+
+program
+  .command('logits')
+  .description('write the float32 logits [tokens, vocab] of one forward pass as .npy')
+  .requiredOption('--model <dir>', 'Hugging Face model folder (config.json, model.safetensors)')
+  .option('--adapter <dir>', 'PEFT LoRA adapter folder')
+  .requiredOption('--tokens <ids>', 'comma-separated token ids, e.g. 1,2,3')
+  .requiredOption('--out <file>', 'output .npy file')
+  .addOption(backendOption())
+  .addOption(storageOption())
+  .action(runCommand(logitsCommand));
+
+program
+  .command('generate')
+  .description('generate a completion of a prompt')
+  .requiredOption('--model <dir>', 'Hugging Face model folder (with tokenizer.json)')
+  .option('--adapter <dir>', 'PEFT LoRA adapter folder')
+  .requiredOption('--prompt <text>', 'prompt text')
+  .option('--seed <n>', 'sampling seed', integer('--seed'), 0)
+  .option('--max-tokens <n>', 'most tokens to generate', integer('--max-tokens'), 64)
+  .option('--temperature <t>', 'sampling temperature; 0 = greedy', number('--temperature'), 1)
+  .option('--top-p <p>', 'nucleus sampling mass', number('--top-p'), 1)
+  .addOption(backendOption())
+  .addOption(storageOption())
+  .action(runCommand(generateCommand));
+
+program
+  .command('init-model')
+  .description('create a model with seeded random weights and save it in Hugging Face layout')
+  .requiredOption('--out <dir>', 'output folder')
+  .option('--preset <name>', 'model shape (tiny, qwen2-tiny, ...)', 'tiny')
+  .option('--seed <n>', 'weight seed', integer('--seed'), 0)
+  .addOption(new Option('--dtype <dtype>', 'stored dtype').choices(['F32', 'F16', 'BF16']).default('F32'))
+  .action(runCommand(initModelCommand));
+
+program
+  .command('init-adapter')
+  .description('create a LoRA adapter with seeded random factors and save it in PEFT layout')
+  .requiredOption('--model <dir>', 'base model folder')
+  .requiredOption('--out <dir>', 'output folder')
+  .option('--rank <r>', 'LoRA rank', integer('--rank'), 8)
+  .option('--alpha <a>', 'LoRA alpha (default: 2 x rank)', number('--alpha'))
+  .option('--targets <modules>', 'comma-separated modules', 'q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj')
+  .option('--seed <n>', 'factor seed', integer('--seed'), 0)
+  .addOption(new Option('--init <kind>', 'peft: B = 0 (delta starts at zero); gaussian: both factors random').choices(['peft', 'gaussian']).default('peft'))
+  .action(runCommand(initAdapterCommand));
+
+program
+  .command('demo')
+  .description('the quick start: a seeded tiny model serves a batch of requests through several LoRA adapters')
+  .option('--out <dir>', 'folder for the demo model and adapters', 'out/demo')
+  .addOption(backendOption())
+  .action(runCommand(runDemo));
+
+await program.parseAsync();

@@ -1,0 +1,82 @@
+// Commands that inspect a model: logits, generate, and the seeded constructors init-model and init-adapter.
+
+import { join } from 'node:path';
+import type { Backend, WeightStorage } from '../backend/backend.js';
+import { openBackend, type BackendChoice } from '../backend/select.js';
+import { loadModel, randomModel, saveModel } from '../model/checkpoint.js';
+import { TINY_CONFIGS } from '../model/config.js';
+import { generate } from '../model/generate.js';
+import { LlamaModel } from '../model/llama.js';
+import { LoraBank } from '../model/lora-bank.js';
+import { writeNpy } from '../model/npy.js';
+import { LORA_MODULES, loadPeftAdapter, randomAdapter, savePeftAdapter, type LoraModule } from '../model/peft.js';
+import type { StoredDType } from '../model/safetensors.js';
+import { ARITH_ALPHABET, charTokenizerJson, loadTokenizer } from '../model/tokenizer.js';
+import { UsageError } from './run-command.js';
+
+interface ModelOptions {
+  model: string;
+  adapter?: string;
+  backend: BackendChoice;
+  weights?: WeightStorage;
+}
+
+/** Loads a model (and optionally one adapter into bank slot 0), runs `use`, then releases the device. */
+async function withModel<T>(options: ModelOptions, use: (model: LlamaModel, bank: LoraBank | undefined, adapterSlot: number) => Promise<T>): Promise<T> {
+  const { config, weights } = loadModel(options.model);
+  const adapter = options.adapter ? loadPeftAdapter(options.adapter, config) : undefined;
+  const backend: Backend = await openBackend(options.backend);
+  try {
+    const model = LlamaModel.upload(backend, config, weights, { storage: options.weights });
+    const bank = adapter ? new LoraBank(backend, config, 1, adapter.rank, adapter.targetModules) : undefined;
+    if (adapter) bank!.load(0, adapter);
+    return await use(model, bank, adapter ? 0 : -1);
+  } finally {
+    backend.destroy();
+  }
+}
+
+export async function logitsCommand(options: ModelOptions & { tokens: string; out: string }): Promise<void> {
+  const tokens = options.tokens.split(',').map((text) => {
+    const id = Number(text.trim());
+    if (text.trim() === '' || !Number.isInteger(id)) throw new UsageError(`--tokens: "${text}" is not an integer token id (expected e.g. 1,2,3)`);
+    return id;
+  });
+  await withModel(options, async (model, bank, slot) => {
+    const logits = await model.logits(tokens, slot, bank);
+    writeNpy(options.out, logits, [tokens.length, model.config.vocabSize]);
+    console.log(`wrote logits [${tokens.length}, ${model.config.vocabSize}] to ${options.out} (${model.backend.deviceDescription})`);
+  });
+}
+
+export async function generateCommand(options: ModelOptions & { prompt: string; seed: number; maxTokens: number; temperature: number; topP: number }): Promise<void> {
+  const tokenizerFile = join(options.model, 'tokenizer.json');
+  const { config } = loadModel(options.model);
+  const tokenizer = loadTokenizer(tokenizerFile);
+  const prompt = tokenizer.encode(options.prompt);
+  const stopTokens = [...config.eosTokenIds, ...(tokenizer.eosTokenId === null ? [] : [tokenizer.eosTokenId])];
+  await withModel(options, async (model, bank, slot) => {
+    const request = { requestId: 0, prompt: tokenizer.bosTokenId === null ? prompt : [tokenizer.bosTokenId, ...prompt], adapter: slot, maxTokens: options.maxTokens, seed: options.seed, temperature: options.temperature, topP: options.topP, stopTokens };
+    const [result] = await generate(model, [request], { bank });
+    process.stdout.write(`${options.prompt}${tokenizer.decode(result!.tokens)}\n`);
+  });
+}
+
+export async function initModelCommand(options: { out: string; preset: string; seed: number; dtype: StoredDType }): Promise<void> {
+  const config = TINY_CONFIGS[options.preset];
+  if (!config) throw new UsageError(`--preset: unknown "${options.preset}"; choose one of ${Object.keys(TINY_CONFIGS).join(', ')}`);
+  const tokenizerJson = config.vocabSize >= ARITH_ALPHABET.length + 3 ? charTokenizerJson(ARITH_ALPHABET) : undefined;
+  saveModel(options.out, config, randomModel(config, options.seed), { dtype: options.dtype, tokenizerJson });
+  console.log(`wrote a ${options.preset} model (seed ${options.seed}, ${options.dtype}) to ${options.out}`);
+}
+
+export async function initAdapterCommand(options: { model: string; out: string; rank: number; alpha?: number; targets: string; seed: number; init: 'peft' | 'gaussian' }): Promise<void> {
+  const { config } = loadModel(options.model);
+  const targets = options.targets.split(',').map((m) => m.trim());
+  const unknown = targets.filter((m) => !(LORA_MODULES as readonly string[]).includes(m));
+  if (unknown.length > 0) throw new UsageError(`--targets: unknown module ${unknown.join(', ')}; choose from ${LORA_MODULES.join(', ')}`);
+  if (options.rank < 1) throw new UsageError(`--rank must be at least 1, got ${options.rank}`);
+  const adapter = randomAdapter(config, { rank: options.rank, alpha: options.alpha ?? 2 * options.rank, targets: targets as LoraModule[], seed: options.seed, init: options.init });
+  savePeftAdapter(options.out, { ...adapter, baseModel: options.model });
+  console.log(`wrote a rank-${options.rank} adapter on ${targets.join(', ')} to ${options.out}`);
+}

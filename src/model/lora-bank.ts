@@ -1,0 +1,136 @@
+// The adapter bank: up to `capacity` LoRA adapters resident on the device at once, so that one forward call
+// serves a batch whose sequences each use a different adapter (Punica/vLLM multi-LoRA).
+//
+// Per (layer, targeted module), with R the bank's rank and S its capacity:
+//   a: [S·R, in]   rows s·R .. s·R+R-1 hold adapter s's A  (PEFT lora_A: [r, in])
+//   b: [S·out, R]  rows s·out .. hold adapter s's B          (PEFT lora_B: [out, r])
+//   scales: [S]    alpha / r (or alpha / √r with rsLoRA)
+// An adapter of rank r < R is zero-padded, which leaves its delta B·A unchanged; a module the adapter does
+// not target is all zeros.
+//   y += scale[s] · (x · Aₛᵀ) · Bₛᵀ     as two kernels: shrink h = x·Aᵀ [T, R], expand y += scale·h·Bᵀ [T, out]
+
+import { assert, type Backend, type Tensor } from '../backend/backend.js';
+import type { LlamaConfig } from './config.js';
+import { loraModuleShape, loraScale, type LoraAdapter, type LoraModule } from './peft.js';
+
+interface ModuleBank {
+  a: Tensor;
+  b: Tensor;
+}
+
+type SlotInfo = Omit<LoraAdapter, 'layers'>;
+
+export class LoraBank {
+  private readonly banks = new Map<string, ModuleBank>(); // key: `${layer}.${module}`
+  private readonly scales: Tensor;
+  private readonly slotInfo: (SlotInfo | null)[];
+
+  constructor(
+    private readonly backend: Backend,
+    private readonly config: LlamaConfig,
+    readonly capacity: number,
+    readonly rank: number,
+    readonly modules: readonly LoraModule[],
+  ) {
+    assert(capacity > 0 && rank > 0, `a LoRA bank needs capacity and rank > 0 (got ${capacity}, ${rank})`);
+    for (let layer = 0; layer < config.numLayers; layer++) {
+      for (const module of modules) {
+        const { inFeatures, outFeatures } = loraModuleShape(config, module);
+        this.banks.set(`${layer}.${module}`, {
+          a: backend.zeros([capacity * rank, inFeatures]),
+          b: backend.zeros([capacity * outFeatures, rank]),
+        });
+      }
+    }
+    this.scales = backend.zeros([capacity]);
+    this.slotInfo = new Array<SlotInfo | null>(capacity).fill(null);
+  }
+
+  targets(module: LoraModule): boolean {
+    return this.modules.includes(module);
+  }
+
+  /** The adapter metadata held in a slot, or null when the slot is empty. */
+  info(slot: number): SlotInfo | null {
+    return this.slotInfo[slot] ?? null;
+  }
+
+  /** Copies an adapter into a slot, replacing what was there. */
+  load(slot: number, adapter: LoraAdapter): void {
+    this.checkSlot(slot);
+    if (adapter.rank > this.rank) {
+      throw new RangeError(`adapter rank ${adapter.rank} exceeds the bank's rank ${this.rank}: create the bank with rank >= ${adapter.rank}`);
+    }
+    const untargeted = adapter.targetModules.filter((m) => !this.targets(m));
+    if (untargeted.length > 0) {
+      throw new RangeError(`adapter targets ${untargeted.join(', ')}, which the bank does not hold (bank modules: ${this.modules.join(', ')})`);
+    }
+    assert(adapter.layers.length === this.config.numLayers, `adapter has ${adapter.layers.length} layers, the model ${this.config.numLayers}`);
+    const r = adapter.rank;
+    const R = this.rank;
+    for (const [key, bank] of this.banks) {
+      const [layerText, module] = key.split('.') as [string, LoraModule];
+      const { inFeatures, outFeatures } = loraModuleShape(this.config, module);
+      const factors = adapter.layers[Number(layerText)]![module];
+      const a = new Float32Array(R * inFeatures); // rows r..R stay zero
+      const b = new Float32Array(outFeatures * R); // columns r..R stay zero
+      if (factors) {
+        a.set(factors.a);
+        for (let n = 0; n < outFeatures; n++) b.set(factors.b.subarray(n * r, (n + 1) * r), n * R);
+      }
+      this.backend.write(bank.a, a, slot * R * inFeatures);
+      this.backend.write(bank.b, b, slot * outFeatures * R);
+    }
+    this.backend.write(this.scales, new Float32Array([loraScale(adapter)]), slot);
+    const { layers: _, ...info } = adapter;
+    this.slotInfo[slot] = { ...info, targetModules: [...info.targetModules] };
+  }
+
+  /** Reads a slot's adapter back from the device (at its own rank, as loaded). */
+  async read(slot: number): Promise<LoraAdapter> {
+    this.checkSlot(slot);
+    const info = this.slotInfo[slot];
+    if (!info) throw new RangeError(`adapter bank slot ${slot} is empty`);
+    const r = info.rank;
+    const R = this.rank;
+    const layers: LoraAdapter['layers'] = Array.from({ length: this.config.numLayers }, () => ({}));
+    for (const [key, bank] of this.banks) {
+      const [layerText, module] = key.split('.') as [string, LoraModule];
+      if (!info.targetModules.includes(module)) continue;
+      const { inFeatures, outFeatures } = loraModuleShape(this.config, module);
+      const aAll = await this.backend.readF32(bank.a);
+      const bAll = await this.backend.readF32(bank.b);
+      const a = aAll.slice(slot * R * inFeatures, (slot * R + r) * inFeatures);
+      const b = new Float32Array(outFeatures * r);
+      for (let n = 0; n < outFeatures; n++) {
+        const row = (slot * outFeatures + n) * R;
+        b.set(bAll.subarray(row, row + r), n * r);
+      }
+      layers[Number(layerText)]![module] = { a, b };
+    }
+    return { ...info, targetModules: [...info.targetModules], layers };
+  }
+
+  /** y += scale · (x·Aᵀ)·Bᵀ for every row whose adapter slot is >= 0.   x: [T, in], y: [T, out] */
+  apply(y: Tensor, x: Tensor, layer: number, module: LoraModule, adapters: Tensor): void {
+    const bank = this.banks.get(`${layer}.${module}`);
+    assert(bank, `the LoRA bank holds no ${module} at layer ${layer}`);
+    const h = this.backend.loraShrink(x, bank.a, adapters, this.rank); // h: [T, R]
+    this.backend.loraExpandInPlace(y, h, bank.b, adapters, this.scales);
+    this.backend.free(h);
+  }
+
+  destroy(): void {
+    for (const bank of this.banks.values()) {
+      this.backend.free(bank.a);
+      this.backend.free(bank.b);
+    }
+    this.backend.free(this.scales);
+  }
+
+  private checkSlot(slot: number): void {
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.capacity) {
+      throw new RangeError(`adapter bank slot ${slot} outside [0, ${this.capacity})`);
+    }
+  }
+}

@@ -1,0 +1,187 @@
+// LoRA adapters in PEFT layout: adapter_config.json + adapter_model.safetensors with keys
+//   base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight   [r, in]
+//   base_model.model.model.layers.N.self_attn.q_proj.lora_B.weight   [out, r]
+// (mlp modules under `.mlp.`), scale alpha / r, or alpha / √r with rsLoRA. Loads in PEFT and vLLM as written.
+
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import seedrandom from 'seedrandom';
+import type { LlamaConfig } from './config.js';
+import { ModelFormatError } from './errors.js';
+import { readSafetensors, writeSafetensors, type StoredDType, type TensorToWrite } from './safetensors.js';
+
+export const LORA_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
+export type LoraModule = (typeof LORA_MODULES)[number];
+
+export interface LoraFactors {
+  a: Float32Array; // [rank, in]
+  b: Float32Array; // [out, rank]
+}
+
+export interface LoraAdapter {
+  rank: number;
+  alpha: number;
+  useRslora: boolean;
+  targetModules: LoraModule[];
+  layers: Array<Partial<Record<LoraModule, LoraFactors>>>; // one entry per model layer
+  baseModel: string | null;
+}
+
+export function loraModuleShape(c: LlamaConfig, m: LoraModule): { inFeatures: number; outFeatures: number } {
+  const { hiddenSize: D, intermediateSize: F, numHeads: H, numKvHeads: Hkv, headDim: hd } = c;
+  const shapes: Record<LoraModule, [number, number]> = {
+    q_proj: [D, H * hd], k_proj: [D, Hkv * hd], v_proj: [D, Hkv * hd], o_proj: [H * hd, D],
+    gate_proj: [D, F], up_proj: [D, F], down_proj: [F, D],
+  };
+  const [inFeatures, outFeatures] = shapes[m];
+  return { inFeatures, outFeatures };
+}
+
+export function loraScale(a: LoraAdapter): number {
+  return a.useRslora ? a.alpha / Math.sqrt(a.rank) : a.alpha / a.rank;
+}
+
+export function peftKey(layer: number, module: LoraModule, factor: 'A' | 'B'): string {
+  const block = ['gate_proj', 'up_proj', 'down_proj'].includes(module) ? 'mlp' : 'self_attn';
+  return `base_model.model.model.layers.${layer}.${block}.${module}.lora_${factor}.weight`;
+}
+
+interface PeftConfig {
+  peft_type?: string;
+  r?: number;
+  lora_alpha?: number;
+  target_modules?: string[] | string;
+  use_rslora?: boolean;
+  use_dora?: boolean;
+  fan_in_fan_out?: boolean;
+  rank_pattern?: Record<string, number>;
+  alpha_pattern?: Record<string, number>;
+  layers_to_transform?: number[] | number | null;
+  base_model_name_or_path?: string | null;
+}
+
+function readPeftConfig(file: string): PeftConfig {
+  if (!existsSync(file)) throw new ModelFormatError(`${file}: missing (a PEFT adapter folder holds adapter_config.json and adapter_model.safetensors)`);
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as PeftConfig;
+  } catch (error) {
+    throw new ModelFormatError(`${file}: not valid JSON (${(error as Error).message})`);
+  }
+}
+
+function checkPeftConfig(file: string, c: PeftConfig): { rank: number; alpha: number; targets: LoraModule[]; layers: number[] | null } {
+  const bad = (field: string, why: string): never => {
+    throw new ModelFormatError(`${file}: field "${field}": ${why}`);
+  };
+  if (c.peft_type !== undefined && c.peft_type !== 'LORA') bad('peft_type', `"${c.peft_type}" is not supported; only LORA`);
+  if (!Number.isInteger(c.r) || c.r! < 1) bad('r', `must be a positive integer, got ${JSON.stringify(c.r)}`);
+  if (typeof c.lora_alpha !== 'number') bad('lora_alpha', `must be a number, got ${JSON.stringify(c.lora_alpha)}`);
+  if (c.use_dora) bad('use_dora', 'DoRA is not supported; save a plain LoRA adapter');
+  if (c.fan_in_fan_out) bad('fan_in_fan_out', 'transposed (Conv1D-style) factors are not supported for Llama-family models');
+  if (Object.keys(c.rank_pattern ?? {}).length > 0) bad('rank_pattern', 'per-module ranks are not supported; every module must have rank r');
+  if (Object.keys(c.alpha_pattern ?? {}).length > 0) bad('alpha_pattern', 'per-module alphas are not supported');
+  if (!Array.isArray(c.target_modules)) bad('target_modules', `must be a list of module names (a regex is not supported), got ${JSON.stringify(c.target_modules)}`);
+  const unknown = (c.target_modules as string[]).filter((m) => !(LORA_MODULES as readonly string[]).includes(m));
+  if (unknown.length > 0) bad('target_modules', `${unknown.join(', ')} not supported; choose from ${LORA_MODULES.join(', ')}`);
+  const layers = c.layers_to_transform === undefined || c.layers_to_transform === null ? null : [c.layers_to_transform].flat();
+  return { rank: c.r!, alpha: c.lora_alpha!, targets: c.target_modules as LoraModule[], layers };
+}
+
+export function loadPeftAdapter(dir: string, config: LlamaConfig): LoraAdapter {
+  const configFile = join(dir, 'adapter_config.json');
+  const peft = readPeftConfig(configFile);
+  const { rank, alpha, targets, layers: onlyLayers } = checkPeftConfig(configFile, peft);
+  const weightsFile = join(dir, 'adapter_model.safetensors');
+  const { tensors } = readSafetensors(weightsFile);
+  const factor = (key: string, shape: number[]): Float32Array => {
+    const t = tensors.get(key);
+    if (!t) throw new ModelFormatError(`${weightsFile}: tensor "${key}" is missing (expected shape [${shape.join(', ')}] from r and the base model)`);
+    if (t.shape.join() !== shape.join()) throw new ModelFormatError(`${weightsFile}: tensor "${key}" has shape [${t.shape.join(', ')}], expected [${shape.join(', ')}] (r = ${rank} in adapter_config.json and the base model's dimensions)`);
+    return t.decode();
+  };
+  const layers = Array.from({ length: config.numLayers }, (_, l) => {
+    const layer: Partial<Record<LoraModule, LoraFactors>> = {};
+    if (onlyLayers && !onlyLayers.includes(l)) return layer;
+    for (const m of targets) {
+      const { inFeatures, outFeatures } = loraModuleShape(config, m);
+      layer[m] = { a: factor(peftKey(l, m, 'A'), [rank, inFeatures]), b: factor(peftKey(l, m, 'B'), [outFeatures, rank]) };
+    }
+    return layer;
+  });
+  return { rank, alpha, useRslora: peft.use_rslora ?? false, targetModules: [...targets], layers, baseModel: peft.base_model_name_or_path ?? null };
+}
+
+export function savePeftAdapter(dir: string, adapter: LoraAdapter, options: { dtype?: StoredDType } = {}): void {
+  mkdirSync(dir, { recursive: true });
+  const dtype = options.dtype ?? 'F32';
+  const tensors: TensorToWrite[] = [];
+  adapter.layers.forEach((layer, l) => {
+    for (const m of adapter.targetModules) {
+      const f = layer[m];
+      if (!f) continue;
+      const inFeatures = f.a.length / adapter.rank;
+      const outFeatures = f.b.length / adapter.rank;
+      tensors.push({ name: peftKey(l, m, 'A'), dtype, shape: [adapter.rank, inFeatures], data: f.a });
+      tensors.push({ name: peftKey(l, m, 'B'), dtype, shape: [outFeatures, adapter.rank], data: f.b });
+    }
+  });
+  const transformed = adapter.layers.map((layer, l) => (Object.keys(layer).length > 0 ? l : -1)).filter((l) => l >= 0);
+  const config = {
+    peft_type: 'LORA',
+    task_type: 'CAUSAL_LM',
+    base_model_name_or_path: adapter.baseModel,
+    r: adapter.rank,
+    lora_alpha: adapter.alpha,
+    lora_dropout: 0,
+    target_modules: adapter.targetModules,
+    bias: 'none',
+    fan_in_fan_out: false,
+    use_rslora: adapter.useRslora,
+    use_dora: false,
+    init_lora_weights: true,
+    inference_mode: true,
+    modules_to_save: null,
+    layers_to_transform: transformed.length === adapter.layers.length ? null : transformed,
+    rank_pattern: {},
+    alpha_pattern: {},
+    revision: null,
+    auto_mapping: null,
+  };
+  writeSafetensors(join(dir, 'adapter_model.safetensors'), tensors, { format: 'pt' });
+  writeFileSync(join(dir, 'adapter_config.json'), `${JSON.stringify(config, null, 2)}\n`);
+}
+
+/** 'peft': A uniform in ±1/√in, B = 0 (the delta starts at zero, as PEFT does); 'gaussian': both random. */
+export function randomAdapter(config: LlamaConfig, options: { rank: number; alpha?: number; targets: readonly LoraModule[]; seed: number; init: 'peft' | 'gaussian' }): LoraAdapter {
+  const rng = seedrandom.alea(`populora-adapter-${options.seed}`);
+  const normal = () => Math.sqrt(-2 * Math.log(1 - rng())) * Math.cos(2 * Math.PI * rng());
+  const r = options.rank;
+  const layers = Array.from({ length: config.numLayers }, () => {
+    const layer: Partial<Record<LoraModule, LoraFactors>> = {};
+    for (const m of options.targets) {
+      const { inFeatures, outFeatures } = loraModuleShape(config, m);
+      const a = Float32Array.from({ length: r * inFeatures }, () => (2 * rng() - 1) / Math.sqrt(inFeatures));
+      const b = Float32Array.from({ length: outFeatures * r }, () => (options.init === 'gaussian' ? normal() / Math.sqrt(r) : 0));
+      layer[m] = { a, b };
+    }
+    return layer;
+  });
+  return { rank: r, alpha: options.alpha ?? 2 * r, useRslora: false, targetModules: [...options.targets], layers, baseModel: null };
+}
+
+/** scale · B @ A as a dense [out, in] matrix: the reference the multi-LoRA kernels are held against. */
+export function denseDelta(config: LlamaConfig, adapter: LoraAdapter, layer: number, module: LoraModule): Float32Array {
+  const { inFeatures, outFeatures } = loraModuleShape(config, module);
+  const f = adapter.layers[layer]?.[module];
+  const out = new Float32Array(outFeatures * inFeatures);
+  if (!f) return out;
+  const scale = loraScale(adapter);
+  const r = adapter.rank;
+  for (let o = 0; o < outFeatures; o++)
+    for (let i = 0; i < inFeatures; i++) {
+      let sum = 0;
+      for (let j = 0; j < r; j++) sum += f.b[o * r + j]! * f.a[j * inFeatures + i]!;
+      out[o * inFeatures + i] = scale * sum;
+    }
+  return out;
+}
