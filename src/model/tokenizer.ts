@@ -49,7 +49,8 @@ export function loadTokenizer(file: string): TextTokenizer {
   };
   return {
     encode: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
-    decode: (ids) => tokenizer.decode(ids, { skip_special_tokens: true }),
+    // No clean-up of "spaces before punctuation": in arithmetic text " ?" and " ," are meant.
+    decode: (ids) => tokenizer.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false }),
     vocabSize,
     bosTokenId: idOf(special('bos_token') ?? added.find((t) => /^<(bos|s)>$/.test(t.content))?.content),
     eosTokenId: idOf(special('eos_token') ?? added.find((t) => /^<(eos|\/s)>$/.test(t.content))?.content),
