@@ -82,6 +82,14 @@ describe.each([['tiny', tiny], ['qwen2-tiny', qwen]] as const)('%s model on the 
     }
   });
 
+  it('reads back from the bank exactly the adapter it was given, at its own rank', async () => {
+    const list = adapters(config);
+    const bank = bankOf(cpu, config, list);
+    expect(await bank.read(1)).toEqual(list[1]); // rank 2 in a rank-4 bank
+    await expect(new LoraBank(cpu, config, 2, 4, LORA_MODULES).read(1)).rejects.toThrow(/slot 1 is empty/);
+    expect(() => bank.load(3, list[0]!)).toThrow(/slot 3 outside \[0, 3\)/);
+  });
+
   it('decodes with the KV cache exactly as a full recompute would (greedy)', async () => {
     const prompt = tokens.slice(0, 4);
     const [result] = await generate(model, [{ requestId: 1, prompt, adapter: -1, maxTokens: 6, seed: 0, temperature: 0 }]);

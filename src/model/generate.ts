@@ -34,8 +34,6 @@ export type TokenMaskFn = (request: GenerationRequest, generated: readonly numbe
 export interface GenerateOptions {
   bank?: LoraBank;
   mask?: TokenMaskFn;
-  /** Called after every step with the number of tokens generated so far (for progress display). */
-  onStep?: (step: number, generatedTokens: number) => void;
 }
 
 export async function generate(model: LlamaModel, requests: readonly GenerationRequest[], options: GenerateOptions = {}): Promise<GenerationResult[]> {
@@ -61,7 +59,6 @@ export async function generate(model: LlamaModel, requests: readonly GenerationR
       });
       logitRows.push(tokens.length - 1);
     }
-    let step = 0;
     while (active.length > 0) {
       const adapters = slots.map((slot) => requests[slot]!.adapter);
       const batch = {
@@ -79,8 +76,6 @@ export async function generate(model: LlamaModel, requests: readonly GenerationR
         if (request.stopTokens?.includes(token)) finish[i] = 'stop';
         else if (generated[i]!.length >= request.maxTokens) finish[i] = 'length';
       });
-      step += 1;
-      options.onStep?.(step, generated.reduce((n, g) => n + g.length, 0));
       // Decode: each running request feeds its newest token at the next position.
       active = active.filter((i) => finish[i] === null);
       tokens.length = slots.length = positions.length = logitRows.length = 0;

@@ -50,11 +50,6 @@ export class LoraBank {
     return this.modules.includes(module);
   }
 
-  /** The adapter metadata held in a slot, or null when the slot is empty. */
-  info(slot: number): SlotInfo | null {
-    return this.slotInfo[slot] ?? null;
-  }
-
   /** Copies an adapter into a slot, replacing what was there. */
   load(slot: number, adapter: LoraAdapter): void {
     this.checkSlot(slot);
