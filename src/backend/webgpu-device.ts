@@ -11,8 +11,8 @@ Object.assign(globalThis, globals);
 let instance: GPU | undefined;
 
 /** Dawn wants one instance per process; it is dropped with the last device. */
-function gpuInstance(): GPU {
-  instance ??= create([]) as GPU;
+function gpuInstance(validate: boolean): GPU {
+  instance ??= create(validate ? ['validate=1'] : []) as GPU;
   return instance;
 }
 
@@ -31,7 +31,7 @@ function kernelsDirectory(): string {
 }
 
 export async function openDevice(validate: boolean): Promise<{ device: GPUDevice; description: string }> {
-  const adapter = await gpuInstance().requestAdapter();
+  const adapter = await gpuInstance(validate).requestAdapter();
   if (!adapter) throw new Error('no WebGPU adapter found (install a Vulkan or Metal driver; on Linux without a GPU, Mesa lavapipe: .ci/install-lavapipe)');
   const { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize } = adapter.limits;
   const device = await adapter.requestDevice({ requiredLimits: { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize } });

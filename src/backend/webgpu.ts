@@ -30,9 +30,11 @@ function groups1D(n: number): [number, number] {
   return [x, Math.ceil(workgroups / x)];
 }
 
+/** Set POPULORA_WEBGPU_VALIDATE=1 for Dawn's full validation (slower; CI runs with it). */
 export async function createWebGpuBackend(options: { validate?: boolean } = {}): Promise<Backend> {
-  const { device, description } = await openDevice(options.validate ?? false);
-  return new WebGpuBackend(device, description, options.validate ?? false);
+  const validate = options.validate ?? process.env.POPULORA_WEBGPU_VALIDATE === '1';
+  const { device, description } = await openDevice(validate);
+  return new WebGpuBackend(device, description, validate);
 }
 
 class WebGpuBackend implements Backend {

@@ -3,7 +3,7 @@
 import { join } from 'node:path';
 import type { Backend, WeightStorage } from '../backend/backend.js';
 import { openBackend, type BackendChoice } from '../backend/select.js';
-import { loadModel, randomModel, saveModel } from '../model/checkpoint.js';
+import { loadConfig, loadModel, randomModel, saveModel } from '../model/checkpoint.js';
 import { TINY_CONFIGS } from '../model/config.js';
 import { generate } from '../model/generate.js';
 import { LlamaModel } from '../model/llama.js';
@@ -50,12 +50,10 @@ export async function logitsCommand(options: ModelOptions & { tokens: string; ou
 }
 
 export async function generateCommand(options: ModelOptions & { prompt: string; seed: number; maxTokens: number; temperature: number; topP: number }): Promise<void> {
-  const tokenizerFile = join(options.model, 'tokenizer.json');
-  const { config } = loadModel(options.model);
-  const tokenizer = loadTokenizer(tokenizerFile);
+  const tokenizer = loadTokenizer(join(options.model, 'tokenizer.json'));
   const prompt = tokenizer.encode(options.prompt);
-  const stopTokens = [...config.eosTokenIds, ...(tokenizer.eosTokenId === null ? [] : [tokenizer.eosTokenId])];
   await withModel(options, async (model, bank, slot) => {
+    const stopTokens = [...model.config.eosTokenIds, ...(tokenizer.eosTokenId === null ? [] : [tokenizer.eosTokenId])];
     const request = { requestId: 0, prompt: tokenizer.bosTokenId === null ? prompt : [tokenizer.bosTokenId, ...prompt], adapter: slot, maxTokens: options.maxTokens, seed: options.seed, temperature: options.temperature, topP: options.topP, stopTokens };
     const [result] = await generate(model, [request], { bank });
     process.stdout.write(`${options.prompt}${tokenizer.decode(result!.tokens)}\n`);
@@ -71,7 +69,7 @@ export async function initModelCommand(options: { out: string; preset: string; s
 }
 
 export async function initAdapterCommand(options: { model: string; out: string; rank: number; alpha?: number; targets: string; seed: number; init: 'peft' | 'gaussian' }): Promise<void> {
-  const { config } = loadModel(options.model);
+  const config = loadConfig(options.model);
   const targets = options.targets.split(',').map((m) => m.trim());
   const unknown = targets.filter((m) => !(LORA_MODULES as readonly string[]).includes(m));
   if (unknown.length > 0) throw new UsageError(`--targets: unknown module ${unknown.join(', ')}; choose from ${LORA_MODULES.join(', ')}`);

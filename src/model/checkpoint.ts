@@ -72,7 +72,8 @@ export function expectedShapes(c: LlamaConfig): Map<string, number[]> {
   return shapes;
 }
 
-export function loadModel(dir: string): { config: LlamaConfig; weights: ModelWeights; tokenizerFile: string | null } {
+/** Reads and validates a model folder's config.json. */
+export function loadConfig(dir: string): LlamaConfig {
   const configFile = join(dir, 'config.json');
   if (!existsSync(configFile)) throw new ModelFormatError(`model folder ${dir} has no config.json (expected Hugging Face layout: config.json, model.safetensors, tokenizer.json)`);
   let json: unknown;
@@ -81,7 +82,11 @@ export function loadModel(dir: string): { config: LlamaConfig; weights: ModelWei
   } catch (error) {
     throw new ModelFormatError(`${configFile}: not valid JSON (${(error as Error).message})`);
   }
-  const config = parseConfig(json, configFile);
+  return parseConfig(json, configFile);
+}
+
+export function loadModel(dir: string): { config: LlamaConfig; weights: ModelWeights; tokenizerFile: string | null } {
+  const config = loadConfig(dir);
   const stored = readSafetensorsFolder(dir);
   const take = (name: string, shape: number[]): HostTensor => {
     const t = stored.get(name);
