@@ -100,3 +100,31 @@ describe('populora generate', () => {
     expect(new Set([text('4'), text('5'), text('6')]).size).toBeGreaterThan(1);
   });
 });
+
+describe('populora evolve', () => {
+  it('mutates and crosses adapters in PEFT layout, recording lineage', () => {
+    const child = join(dir, 'mutant');
+    const run = populora('evolve', 'mutate', '--adapter', adapterDir, '--sigma', '0.05', '--seed', '7', '--out', child);
+    expect(run.code, run.stderr).toBe(0);
+    const { config } = loadModel(modelDir);
+    const [p, c] = [loadPeftAdapter(adapterDir, config), loadPeftAdapter(child, config)];
+    expect([c.rank, c.targetModules]).toEqual([p.rank, p.targetModules]);
+    expect(maxAbsDiff(c.layers[0]!.q_proj!.a, p.layers[0]!.q_proj!.a)).toBeGreaterThan(0);
+    expect(JSON.parse(readFileSync(join(child, 'lineage.json'), 'utf8'))).toEqual({ child, parents: [adapterDir], operator: 'mutate', parameters: { sigma: 0.05, fraction: 1, modules: null, layers: null }, seed: 7, step: null });
+
+    const crossed = join(dir, 'crossed');
+    expect(populora('evolve', 'crossover', '--a', adapterDir, '--b', child, '--kind', 'svd', '--weights', '0.5,0.5', '--seed', '7', '--out', crossed).code).toBe(0);
+    expect(JSON.parse(readFileSync(join(crossed, 'lineage.json'), 'utf8'))).toMatchObject({ parents: [adapterDir, child], operator: 'crossover', parameters: { kind: 'svd', weights: [0.5, 0.5] } });
+    expect(loadPeftAdapter(crossed, config).rank).toBe(4);
+  });
+
+  it('rejects mismatched parents and bad options by name', () => {
+    const other = join(dir, 'rank2');
+    execFileSync('node', [bin, 'init-adapter', '--model', modelDir, '--rank', '2', '--targets', 'q_proj,v_proj,down_proj', '--out', other]);
+    const mismatch = populora('evolve', 'crossover', '--a', adapterDir, '--b', other, '--kind', 'svd', '--out', join(dir, 'never'));
+    expect(mismatch.code).toBe(1);
+    expect(mismatch.stderr.trim()).toBe('populora: parents are not compatible for crossover: rank 4 vs 2');
+    expect(populora('evolve', 'crossover', '--a', adapterDir, '--b', other, '--kind', 'blend', '--out', join(dir, 'never')).stderr).toMatch(/--kind: "blend" is not one of svd, module, rank, interpolate/);
+    expect(populora('evolve', 'mutate', '--adapter', adapterDir, '--sigma', '0.1', '--modules', 'k_proj', '--out', join(dir, 'never')).stderr).toMatch(/--modules: the adapter does not target k_proj/);
+  });
+});

@@ -3,7 +3,9 @@
 
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { BACKEND_CHOICES } from '../backend/select.js';
+import { CROSSOVER_KINDS } from '../evolution/operators.js';
 import { runDemo } from './demo.js';
+import { crossoverCommand, mutateCommand } from './evolve-commands.js';
 import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } from './model-commands.js';
 import { runCommand } from './run-command.js';
 
@@ -67,6 +69,29 @@ program
   .option('--seed <n>', 'factor seed', integer('--seed'), 0)
   .addOption(new Option('--init <kind>', 'peft: B = 0 (delta starts at zero); gaussian: both factors random').choices(['peft', 'gaussian']).default('peft'))
   .action(runCommand(initAdapterCommand));
+
+const evolve = program.command('evolve').description('make a child adapter in LoRA weight space (PEFT layout in and out)');
+evolve
+  .command('mutate')
+  .description('Gaussian noise on A and B, scaled to each matrix\'s RMS')
+  .requiredOption('--adapter <dir>', 'parent PEFT adapter folder')
+  .requiredOption('--sigma <s>', 'noise std relative to each matrix\'s RMS', number('--sigma'))
+  .requiredOption('--out <dir>', 'child adapter folder')
+  .option('--seed <n>', 'noise seed', integer('--seed'), 0)
+  .option('--modules <list>', 'only these modules, e.g. q_proj,v_proj')
+  .option('--layers <list>', 'only these layers, e.g. 0,1')
+  .option('--fraction <f>', 'perturb only this share of the entries (sparse mutation)', number('--fraction'))
+  .action(runCommand(mutateCommand));
+evolve
+  .command('crossover')
+  .description('a child of the same rank from two parents')
+  .requiredOption('--a <dir>', 'first parent (the child keeps its scale)')
+  .requiredOption('--b <dir>', 'second parent')
+  .requiredOption('--kind <kind>', `${CROSSOVER_KINDS.join(' | ')}`)
+  .requiredOption('--out <dir>', 'child adapter folder')
+  .option('--weights <w1,w2>', 'svd/interpolate: blend weights; module/rank: w1 is the chance of taking parent a')
+  .option('--seed <n>', 'seed', integer('--seed'), 0)
+  .action(runCommand(crossoverCommand));
 
 program
   .command('demo')

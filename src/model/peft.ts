@@ -87,24 +87,33 @@ function checkPeftConfig(file: string, c: PeftConfig): { rank: number; alpha: nu
   return { rank: c.r!, alpha: c.lora_alpha!, targets: c.target_modules as LoraModule[], layers };
 }
 
-export function loadPeftAdapter(dir: string, config: LlamaConfig): LoraAdapter {
+/**
+ * Loads a PEFT adapter. With the base model's config every factor's shape is checked against it; without one
+ * (adapters handled on their own, as by `populora evolve`) the layers and shapes are read from the file.
+ */
+export function loadPeftAdapter(dir: string, config?: LlamaConfig): LoraAdapter {
   const configFile = join(dir, 'adapter_config.json');
   const peft = readPeftConfig(configFile);
   const { rank, alpha, targets, layers: onlyLayers } = checkPeftConfig(configFile, peft);
   const weightsFile = join(dir, 'adapter_model.safetensors');
   const { tensors } = readSafetensors(weightsFile);
-  const factor = (key: string, shape: number[]): Float32Array => {
+  const numLayers = config?.numLayers ?? 1 + Math.max(-1, ...[...tensors.keys()].map((k) => Number(/\.layers\.(\d+)\./.exec(k)?.[1] ?? -1)));
+  const factor = (key: string, expected: Array<number | null>, why: string): Float32Array => {
     const t = tensors.get(key);
-    if (!t) throw new ModelFormatError(`${weightsFile}: tensor "${key}" is missing (expected shape [${shape.join(', ')}] from r and the base model)`);
-    if (t.shape.join() !== shape.join()) throw new ModelFormatError(`${weightsFile}: tensor "${key}" has shape [${t.shape.join(', ')}], expected [${shape.join(', ')}] (r = ${rank} in adapter_config.json and the base model's dimensions)`);
+    const shown = `[${expected.map((d) => d ?? '*').join(', ')}]`;
+    if (!t) throw new ModelFormatError(`${weightsFile}: tensor "${key}" is missing (expected shape ${shown} from ${why})`);
+    if (t.shape.length !== 2 || expected.some((d, i) => d !== null && t.shape[i] !== d)) {
+      throw new ModelFormatError(`${weightsFile}: tensor "${key}" has shape [${t.shape.join(', ')}], expected ${shown} (${why})`);
+    }
     return t.decode();
   };
-  const layers = Array.from({ length: config.numLayers }, (_, l) => {
+  const why = config ? `r = ${rank} in adapter_config.json and the base model's dimensions` : `r = ${rank} in adapter_config.json`;
+  const layers = Array.from({ length: numLayers }, (_, l) => {
     const layer: Partial<Record<LoraModule, LoraFactors>> = {};
     if (onlyLayers && !onlyLayers.includes(l)) return layer;
     for (const m of targets) {
-      const { inFeatures, outFeatures } = loraModuleShape(config, m);
-      layer[m] = { a: factor(peftKey(l, m, 'A'), [rank, inFeatures]), b: factor(peftKey(l, m, 'B'), [outFeatures, rank]) };
+      const shape = config ? loraModuleShape(config, m) : undefined;
+      layer[m] = { a: factor(peftKey(l, m, 'A'), [rank, shape?.inFeatures ?? null], why), b: factor(peftKey(l, m, 'B'), [shape?.outFeatures ?? null, rank], why) };
     }
     return layer;
   });

@@ -1,0 +1,138 @@
+// Small dense linear algebra in float64 for the SVD crossover: thin Householder QR of a tall matrix and the
+// one-sided Jacobi SVD of a small one. Matrices are row-major Float64Arrays with explicit dimensions.
+
+export interface Matrix {
+  rows: number;
+  cols: number;
+  data: Float64Array; // [rows, cols]
+}
+
+export const matrix = (rows: number, cols: number, data = new Float64Array(rows * cols)): Matrix => ({ rows, cols, data });
+
+export function multiply(a: Matrix, b: Matrix): Matrix {
+  if (a.cols !== b.rows) throw new RangeError(`multiply: [${a.rows}, ${a.cols}] · [${b.rows}, ${b.cols}]`);
+  const out = matrix(a.rows, b.cols);
+  for (let i = 0; i < a.rows; i++)
+    for (let k = 0; k < a.cols; k++) {
+      const aik = a.data[i * a.cols + k]!;
+      if (aik === 0) continue;
+      for (let j = 0; j < b.cols; j++) out.data[i * b.cols + j]! += aik * b.data[k * b.cols + j]!;
+    }
+  return out;
+}
+
+export function transpose(a: Matrix): Matrix {
+  const out = matrix(a.cols, a.rows);
+  for (let i = 0; i < a.rows; i++) for (let j = 0; j < a.cols; j++) out.data[j * a.rows + i] = a.data[i * a.cols + j]!;
+  return out;
+}
+
+/**
+ * Thin QR by Householder reflections: a [m, n] = q [m, k] · r [k, n] with k = min(m, n), q orthonormal columns.
+ * Stable for rank-deficient input (a crossover of a parent with itself stacks two equal factors).
+ */
+export function qr(a: Matrix): { q: Matrix; r: Matrix } {
+  const { rows: m, cols: n } = a;
+  const k = Math.min(m, n);
+  const work = Float64Array.from(a.data);
+  const reflectors: Float64Array[] = [];
+  for (let j = 0; j < k; j++) {
+    const v = new Float64Array(m - j);
+    let norm = 0;
+    for (let i = j; i < m; i++) norm += work[i * n + j]! ** 2;
+    norm = Math.sqrt(norm);
+    const x0 = work[j * n + j]!;
+    const alpha = x0 >= 0 ? -norm : norm; // opposite sign to x0 avoids cancellation
+    for (let i = j; i < m; i++) v[i - j] = work[i * n + j]!;
+    v[0] = x0 - alpha;
+    let vNorm = 0;
+    for (const value of v) vNorm += value * value;
+    if (vNorm > 0) {
+      for (let c = j; c < n; c++) {
+        let dot = 0;
+        for (let i = j; i < m; i++) dot += v[i - j]! * work[i * n + c]!;
+        const f = (2 * dot) / vNorm;
+        for (let i = j; i < m; i++) work[i * n + c]! -= f * v[i - j]!;
+      }
+    }
+    reflectors.push(vNorm > 0 ? v.map((value) => value / Math.sqrt(vNorm)) : v);
+  }
+  const r = matrix(k, n);
+  for (let i = 0; i < k; i++) for (let c = i; c < n; c++) r.data[i * n + c] = work[i * n + c]!;
+  // q = H0 · H1 ⋯ H(k-1) applied to the first k columns of the identity.
+  const q = matrix(m, k);
+  for (let i = 0; i < k; i++) q.data[i * k + i] = 1;
+  for (let j = k - 1; j >= 0; j--) {
+    const v = reflectors[j]!;
+    for (let c = 0; c < k; c++) {
+      let dot = 0;
+      for (let i = j; i < m; i++) dot += v[i - j]! * q.data[i * k + c]!;
+      for (let i = j; i < m; i++) q.data[i * k + c]! -= 2 * dot * v[i - j]!;
+    }
+  }
+  return { q, r };
+}
+
+const JACOBI_SWEEPS = 60;
+
+/**
+ * SVD by one-sided Jacobi (Hestenes): a [m, n] = u [m, p] · diag(s) · vᵀ [p, n], p = min(m, n), singular values
+ * descending. Rotations run in a fixed order, so the result is deterministic.
+ */
+export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
+  if (a.rows < a.cols) {
+    const t = svd(transpose(a));
+    return { u: t.v, s: t.s, v: t.u };
+  }
+  const { rows: m, cols: n } = a;
+  const w = Float64Array.from(a.data); // columns converge to u·s
+  const v = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) v[i * n + i] = 1;
+  for (let sweep = 0; sweep < JACOBI_SWEEPS; sweep++) {
+    let rotated = false;
+    for (let p = 0; p < n - 1; p++)
+      for (let q = p + 1; q < n; q++) {
+        let alpha = 0;
+        let beta = 0;
+        let gamma = 0;
+        for (let i = 0; i < m; i++) {
+          const [x, y] = [w[i * n + p]!, w[i * n + q]!];
+          alpha += x * x;
+          beta += y * y;
+          gamma += x * y;
+        }
+        if (Math.abs(gamma) <= 1e-15 * Math.sqrt(alpha * beta) || gamma === 0) continue;
+        rotated = true;
+        const zeta = (beta - alpha) / (2 * gamma);
+        const t = Math.sign(zeta || 1) / (Math.abs(zeta) + Math.sqrt(1 + zeta * zeta));
+        const c = 1 / Math.sqrt(1 + t * t);
+        const s = c * t;
+        for (let i = 0; i < m; i++) {
+          const [x, y] = [w[i * n + p]!, w[i * n + q]!];
+          w[i * n + p] = c * x - s * y;
+          w[i * n + q] = s * x + c * y;
+        }
+        for (let i = 0; i < n; i++) {
+          const [x, y] = [v[i * n + p]!, v[i * n + q]!];
+          v[i * n + p] = c * x - s * y;
+          v[i * n + q] = s * x + c * y;
+        }
+      }
+    if (!rotated) break;
+  }
+  const norms = Array.from({ length: n }, (_, j) => {
+    let sum = 0;
+    for (let i = 0; i < m; i++) sum += w[i * n + j]! ** 2;
+    return Math.sqrt(sum);
+  });
+  const order = norms.map((_, j) => j).sort((x, y) => norms[y]! - norms[x]! || x - y);
+  const u = matrix(m, n);
+  const vOut = matrix(n, n);
+  const s = new Float64Array(n);
+  order.forEach((j, rank) => {
+    s[rank] = norms[j]!;
+    for (let i = 0; i < m; i++) u.data[i * n + rank] = norms[j]! > 0 ? w[i * n + j]! / norms[j]! : 0;
+    for (let i = 0; i < n; i++) vOut.data[i * n + rank] = v[i * n + j]!;
+  });
+  return { u, s, v: vOut };
+}
