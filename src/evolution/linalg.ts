@@ -1,5 +1,5 @@
-// Small dense linear algebra in float64 for the SVD crossover: thin Householder QR of a tall matrix and the
-// one-sided Jacobi SVD of a small one. Matrices are row-major Float64Arrays with explicit dimensions.
+// Small dense linear algebra in float64 for the SVD crossover: products, transposes and the one-sided Jacobi SVD
+// of the small (2r × 2r) matrices it factorises. Matrices are row-major Float64Arrays with explicit dimensions.
 
 export interface Matrix {
   rows: number;
@@ -25,52 +25,6 @@ export function transpose(a: Matrix): Matrix {
   const out = matrix(a.cols, a.rows);
   for (let i = 0; i < a.rows; i++) for (let j = 0; j < a.cols; j++) out.data[j * a.rows + i] = a.data[i * a.cols + j]!;
   return out;
-}
-
-/**
- * Thin QR by Householder reflections: a [m, n] = q [m, k] · r [k, n] with k = min(m, n), q orthonormal columns.
- * Stable for rank-deficient input (a crossover of a parent with itself stacks two equal factors).
- */
-export function qr(a: Matrix): { q: Matrix; r: Matrix } {
-  const { rows: m, cols: n } = a;
-  const k = Math.min(m, n);
-  const work = Float64Array.from(a.data);
-  const reflectors: Float64Array[] = [];
-  for (let j = 0; j < k; j++) {
-    const v = new Float64Array(m - j);
-    let norm = 0;
-    for (let i = j; i < m; i++) norm += work[i * n + j]! ** 2;
-    norm = Math.sqrt(norm);
-    const x0 = work[j * n + j]!;
-    const alpha = x0 >= 0 ? -norm : norm; // opposite sign to x0 avoids cancellation
-    for (let i = j; i < m; i++) v[i - j] = work[i * n + j]!;
-    v[0] = x0 - alpha;
-    let vNorm = 0;
-    for (const value of v) vNorm += value * value;
-    if (vNorm > 0) {
-      for (let c = j; c < n; c++) {
-        let dot = 0;
-        for (let i = j; i < m; i++) dot += v[i - j]! * work[i * n + c]!;
-        const f = (2 * dot) / vNorm;
-        for (let i = j; i < m; i++) work[i * n + c]! -= f * v[i - j]!;
-      }
-    }
-    reflectors.push(vNorm > 0 ? v.map((value) => value / Math.sqrt(vNorm)) : v);
-  }
-  const r = matrix(k, n);
-  for (let i = 0; i < k; i++) for (let c = i; c < n; c++) r.data[i * n + c] = work[i * n + c]!;
-  // q = H0 · H1 ⋯ H(k-1) applied to the first k columns of the identity.
-  const q = matrix(m, k);
-  for (let i = 0; i < k; i++) q.data[i * k + i] = 1;
-  for (let j = k - 1; j >= 0; j--) {
-    const v = reflectors[j]!;
-    for (let c = 0; c < k; c++) {
-      let dot = 0;
-      for (let i = j; i < m; i++) dot += v[i - j]! * q.data[i * k + c]!;
-      for (let i = j; i < m; i++) q.data[i * k + c]! -= 2 * dot * v[i - j]!;
-    }
-  }
-  return { q, r };
 }
 
 const JACOBI_SWEEPS = 60;

@@ -10,7 +10,7 @@
 
 import { hashU32 } from '../backend/sampling.js';
 import { LORA_MODULES, loraScale, type LoraAdapter, type LoraFactors, type LoraModule } from '../model/peft.js';
-import { matrix, multiply, qr, svd, transpose, type Matrix } from './linalg.js';
+import { matrix, multiply, svd, transpose, type Matrix } from './linalg.js';
 
 export type CrossoverKind = 'svd' | 'module' | 'rank' | 'interpolate';
 export const CROSSOVER_KINDS: readonly CrossoverKind[] = ['svd', 'module', 'rank', 'interpolate'];
@@ -30,9 +30,16 @@ export interface CrossoverOptions {
 }
 
 /** Uniform in (0, 1]: never 0, so Box–Muller's log stays finite. */
-const uniform = (seed: number, stream: number, index: number) => ((hashU32(seed, stream, index) >>> 8) + 1) / 16777216;
-const gaussian = (seed: number, stream: number, index: number) =>
-  Math.sqrt(-2 * Math.log(uniform(seed, stream, 2 * index))) * Math.cos(2 * Math.PI * uniform(seed, stream + 0x40000000, 2 * index + 1));
+const toUniform = (bits: number) => ((bits >>> 8) + 1) / 16777216;
+const uniform = (seed: number, stream: number, index: number) => toUniform(hashU32(seed, stream, index));
+
+/** Standard normals for entries 2i and 2i+1 (both Box–Muller outputs of one pair of uniforms). */
+function gaussianPair(seed: number, stream: number, pair: number): [number, number] {
+  const h = hashU32(seed, stream, pair);
+  const radius = Math.sqrt(-2 * Math.log(toUniform(h)));
+  const angle = 2 * Math.PI * toUniform(hashU32(h, stream, 0x9e3779b9));
+  return [radius * Math.cos(angle), radius * Math.sin(angle)];
+}
 
 /** One stream per (layer, module, factor), so perturbing one never shifts another. */
 export const noiseStream = (layer: number, module: LoraModule, factor: 0 | 1) => ((layer * LORA_MODULES.length + LORA_MODULES.indexOf(module)) * 2 + factor) * 2;
@@ -62,7 +69,14 @@ export function mutate(adapter: LoraAdapter, o: MutationOptions): LoraAdapter {
   if (!(fraction > 0 && fraction <= 1)) throw new RangeError(`mutation fraction must be in (0, 1], got ${fraction}`);
   const perturb = (x: Float32Array, stream: number) => {
     const scale = o.sigma * rms(x);
-    return x.map((v, i) => (fraction < 1 && uniform(o.seed ^ SPARSE_SALT, stream, i) > fraction ? v : v + scale * gaussian(o.seed, stream, i)));
+    const out = x.slice();
+    const chosen = (index: number) => fraction === 1 || uniform(o.seed ^ SPARSE_SALT, stream, index) <= fraction;
+    for (let i = 0; i < x.length; i += 2) {
+      const [z0, z1] = gaussianPair(o.seed, stream, i >>> 1);
+      if (chosen(i)) out[i] = x[i]! + scale * z0;
+      if (i + 1 < x.length && chosen(i + 1)) out[i + 1] = x[i + 1]! + scale * z1;
+    }
+    return out;
   };
   return mapFactors(adapter, (l, m, f) => {
     if ((o.modules && !o.modules.includes(m)) || (o.layers && !o.layers.includes(l))) return { a: f.a.slice(), b: f.b.slice() };
@@ -121,33 +135,90 @@ export function crossover(p1: LoraAdapter, p2: LoraAdapter, o: CrossoverOptions)
 }
 
 /**
+ * An orthogonal factorisation X = Q·R through the Gram matrix (rank-revealing CholeskyQR): XᵀX = V·Λ·Vᵀ gives
+ * R = Λ^½·Vᵀ [k, n] and Q = X·V·Λ^-½ [m, k] over the k eigenvalues above round-off. One pass over X, and Q is
+ * never formed: callers need only Q·M = X·(V·Λ^-½·M).
+ */
+function gramFactor(gram: Matrix): { r: Matrix; toQ: (m: Matrix) => Matrix } {
+  const { u: v, s: lambda } = svd(gram); // symmetric positive semi-definite: eigenvectors = singular vectors
+  const n = gram.rows;
+  const cutoff = (lambda[0] ?? 0) * n * 1e-14;
+  const k = Math.max(1, lambda.filter((l) => l > cutoff).length);
+  const r = matrix(k, n);
+  const inverseRoot = matrix(n, k);
+  for (let i = 0; i < k; i++) {
+    const root = Math.sqrt(lambda[i]!);
+    for (let j = 0; j < n; j++) {
+      r.data[i * n + j] = root * v.data[j * n + i]!;
+      inverseRoot.data[j * k + i] = root > 0 ? v.data[j * n + i]! / root : 0;
+    }
+  }
+  return { r, toQ: (m) => multiply(inverseRoot, m) };
+}
+
+/** Columns per block: a block of every row stays in cache while all pairs of rows use it. */
+const BLOCK = 512;
+
+/** Gram matrix of the rows of x [n, length]: G[i, j] = x_i · x_j, accumulated in float64. */
+function rowGram(x: Float32Array, n: number, length: number): Matrix {
+  const g = matrix(n, n);
+  for (let k0 = 0; k0 < length; k0 += BLOCK) {
+    const k1 = Math.min(k0 + BLOCK, length);
+    for (let i = 0; i < n; i++)
+      for (let j = i; j < n; j++) {
+        let dot = 0;
+        for (let k = k0, xi = i * length, xj = j * length; k < k1; k++) dot += x[xi + k]! * x[xj + k]!;
+        g.data[i * n + j]! += dot;
+      }
+  }
+  for (let i = 0; i < n; i++) for (let j = 0; j < i; j++) g.data[i * n + j] = g.data[j * n + i]!;
+  return g;
+}
+
+/** out[j, k] = Σ_i mix[i, j] · x[i, k]:  x [n, length], mix [n, keep] -> out [keep, length] */
+function combineRows(x: Float32Array, n: number, length: number, mix: Matrix): Float32Array {
+  const out = new Float32Array(mix.cols * length);
+  const row = new Float64Array(BLOCK);
+  for (let k0 = 0; k0 < length; k0 += BLOCK) {
+    const width = Math.min(BLOCK, length - k0);
+    for (let j = 0; j < mix.cols; j++) {
+      row.fill(0);
+      for (let i = 0; i < n; i++) {
+        const c = mix.data[i * mix.cols + j]!;
+        for (let k = 0, xi = i * length + k0; k < width; k++) row[k]! += c * x[xi + k]!;
+      }
+      for (let k = 0; k < width; k++) out[j * length + k0 + k] = row[k]!;
+    }
+  }
+  return out;
+}
+
+/**
  * Best rank-r approximation of w1·B1·A1 + w2·B2·A2 (the scale is common to both, so it is left out):
  *   P = [B1 B2] [out, 2r], Q = [A1; A2]ᵀ [in, 2r];  P = Qp·Rp, Q = Qq·Rq;  core = Rp·diag(w1, w2)·Rqᵀ = U·S·Vᵀ
- *   child B = Qp·U_r·√S_r,  child A = √S_r·V_rᵀ·Qqᵀ      (cost O((in + out)·r²), no dense [out, in] matrix)
+ *   child B = Qp·U_r·√S_r,  child A = (Qq·V_r·√S_r)ᵀ       cost O((in + out)·r²): no dense [out, in] matrix
  */
 function svdCrossover(f1: LoraFactors, f2: LoraFactors, r: number, inFeatures: number, outFeatures: number, w1: number, w2: number): LoraFactors {
-  const stackedB = matrix(outFeatures, 2 * r);
+  const stackedA = new Float32Array(2 * r * inFeatures); // rows of Qᵀ = [A1; A2]
+  stackedA.set(f1.a, 0);
+  stackedA.set(f2.a, r * inFeatures);
+  const stackedB = new Float32Array(2 * r * outFeatures); // rows of Pᵀ = columns of [B1 B2]
   for (let n = 0; n < outFeatures; n++)
     for (let j = 0; j < r; j++) {
-      stackedB.data[n * 2 * r + j] = f1.b[n * r + j]!;
-      stackedB.data[n * 2 * r + r + j] = f2.b[n * r + j]!;
+      stackedB[j * outFeatures + n] = f1.b[n * r + j]!;
+      stackedB[(r + j) * outFeatures + n] = f2.b[n * r + j]!;
     }
-  const stackedA = matrix(2 * r, inFeatures);
-  stackedA.data.set(f1.a, 0);
-  stackedA.data.set(f2.a, r * inFeatures);
-  const { q: qb, r: rb } = qr(stackedB); // [out, kb], [kb, 2r]
-  const { q: qa, r: ra } = qr(transpose(stackedA)); // [in, ka], [ka, 2r]
-  const weighted: Matrix = matrix(rb.rows, 2 * r);
-  for (let i = 0; i < rb.rows; i++) for (let j = 0; j < 2 * r; j++) weighted.data[i * 2 * r + j] = rb.data[i * 2 * r + j]! * (j < r ? w1 : w2);
-  const { u, s, v } = svd(multiply(weighted, transpose(ra))); // core [kb, ka]
-  const left = multiply(qb, u); // [out, p]
-  const right = multiply(qa, v); // [in, p]
+  const p = gramFactor(rowGram(stackedB, 2 * r, outFeatures));
+  const q = gramFactor(rowGram(stackedA, 2 * r, inFeatures));
+  const weighted = matrix(p.r.rows, 2 * r, p.r.data.map((x, i) => x * (i % (2 * r) < r ? w1 : w2)));
+  const { u, s, v } = svd(multiply(weighted, transpose(q.r))); // core [kp, kq]
+  const keep = Math.min(r, s.length);
+  const scaled = (m: Matrix) => matrix(m.rows, keep, Float64Array.from({ length: m.rows * keep }, (_, i) => m.data[Math.floor(i / keep) * m.cols + (i % keep)]! * Math.sqrt(s[i % keep]!)));
+  const childBT = combineRows(stackedB, 2 * r, outFeatures, p.toQ(scaled(u))); // [keep, out]
+  const childA = combineRows(stackedA, 2 * r, inFeatures, q.toQ(scaled(v))); // [keep, in]
   const a = new Float32Array(r * inFeatures);
+  a.set(childA); // rows keep..r stay zero when the blend has rank below r
   const b = new Float32Array(outFeatures * r);
-  for (let j = 0; j < Math.min(r, s.length); j++) {
-    const root = Math.sqrt(s[j]!);
-    for (let n = 0; n < outFeatures; n++) b[n * r + j] = left.data[n * left.cols + j]! * root;
-    for (let k = 0; k < inFeatures; k++) a[j * inFeatures + k] = right.data[k * right.cols + j]! * root;
-  }
+  for (let j = 0; j < keep; j++) for (let n = 0; n < outFeatures; n++) b[n * r + j] = childBT[j * outFeatures + n]!;
   return { a, b };
 }
