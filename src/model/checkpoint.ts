@@ -2,7 +2,7 @@
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import seedrandom from 'seedrandom';
+import { normalStream } from './random.js';
 import { configToJson, parseConfig, type LlamaConfig } from './config.js';
 import { ModelFormatError } from './errors.js';
 import { readSafetensorsFolder, writeSafetensors, type HostTensor, type StoredDType } from './safetensors.js';
@@ -121,8 +121,7 @@ export function loadModel(dir: string): { config: LlamaConfig; weights: ModelWei
  * the logits are far from uniform; norms are 1 + Normal(0, 0.1) so a test notices a norm weight left out.
  */
 export function randomModel(c: LlamaConfig, seed: number): ModelWeights {
-  const rng = seedrandom.alea(`populora-model-${seed}`);
-  const normal = () => Math.sqrt(-2 * Math.log(1 - rng())) * Math.cos(2 * Math.PI * rng());
+  const { normal } = normalStream(`populora-model-${seed}`);
   const make = (shape: number[], std: number, mean = 0): HostTensor => {
     const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
     for (let i = 0; i < data.length; i++) data[i] = mean + std * normal();

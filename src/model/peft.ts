@@ -5,7 +5,7 @@
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import seedrandom from 'seedrandom';
+import { normalStream } from './random.js';
 import type { LlamaConfig } from './config.js';
 import { ModelFormatError } from './errors.js';
 import { readSafetensors, writeSafetensors, type StoredDType, type TensorToWrite } from './safetensors.js';
@@ -162,8 +162,7 @@ export function savePeftAdapter(dir: string, adapter: LoraAdapter, options: { dt
 
 /** 'peft': A uniform in ±1/√in, B = 0 (the delta starts at zero, as PEFT does); 'gaussian': both random. */
 export function randomAdapter(config: LlamaConfig, options: { rank: number; alpha?: number; targets: readonly LoraModule[]; seed: number; init: 'peft' | 'gaussian' }): LoraAdapter {
-  const rng = seedrandom.alea(`populora-adapter-${options.seed}`);
-  const normal = () => Math.sqrt(-2 * Math.log(1 - rng())) * Math.cos(2 * Math.PI * rng());
+  const { uniform: rng, normal } = normalStream(`populora-adapter-${options.seed}`);
   const r = options.rank;
   const layers = Array.from({ length: config.numLayers }, () => {
     const layer: Partial<Record<LoraModule, LoraFactors>> = {};
