@@ -1,14 +1,24 @@
-// Causal attention over the KV cache, grouped-query:
-//   out[t, h, :] = Σ_{j ≤ pos[t]} softmax_j(q[t, h]·k[slot, j, g] / √hd) · v[slot, j, g],   g = h / (heads / kvHeads)
-// Bindings: p: Params; q: [T, heads·hd]; slots, positions: [T] i32; cacheK, cacheV: [layers, S, maxLen, kvHeads·hd];
-//           out: [T, heads·hd]
-// Dispatch: (heads, T) workgroups of 64 threads, one (token, head) each. Scores live in workgroup memory, so the
-// context is limited to MAX_CONTEXT = 4096. Max and sum use fixed-order tree reductions and each output element
-// sums positions in order: a token's result does not depend on the rest of the batch.
+// Causal grouped-query attention of each token over its own slot of the KV cache:
+//   out[t, h, :] = Σ_{j ≤ pos[t]} softmax_j(q[t, h, :] · K[slot, j, g, :] · scale) · V[slot, j, g, :]
+//   with g = h / (heads / kvHeads) and scale = 1 / √hd.
+// Bindings: p: Params
+//           q:               [T, heads · hd] f32
+//           slots, positions: [T] i32 (clamped into the cache)
+//           cacheK, cacheV:  [slots, maxLen, kvHeads · hd] f32 of one layer, from element layerBase
+//           out:             [T, heads · hd] f32
+// Dispatch: T · heads workgroups of 64 threads (folded into (x, y) past 65535), one (token, head) each.
+//           Scores for positions 0..pos live in workgroup memory: context up to MAX_CONTEXT = 4096 (16 KiB);
+//           hd up to MAX_HEAD_DIM = 256.
+//
+// Batch invariance: each score is one dot product over d = 0..hd-1 in order; the max and the softmax sum are
+// per-thread position-strided sums (j = l, l+64, ...) met by a fixed tree; each output value is summed by one
+// thread over j = 0..pos in order. Every order depends on hd and pos only.
 
 const THREADS: u32 = 64u;
 const MAX_CONTEXT: u32 = 4096u;
-struct Params { heads: u32, kvHeads: u32, headDim: u32, layer: u32, slots: u32, maxLen: u32, scale: f32 }
+const MAX_HEAD_DIM: u32 = 256u;
+
+struct Params { T: u32, heads: u32, kvHeads: u32, headDim: u32, slots: u32, maxLen: u32, layerBase: u32, scale: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> slots: array<i32>;
@@ -17,55 +27,65 @@ struct Params { heads: u32, kvHeads: u32, headDim: u32, layer: u32, slots: u32, 
 @group(0) @binding(5) var<storage, read> cacheV: array<f32>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
-var<workgroup> scores: array<f32, 4096>;
-var<workgroup> partial: array<f32, 64>;
+var<workgroup> scores: array<f32, MAX_CONTEXT>;
+var<workgroup> query: array<f32, MAX_HEAD_DIM>;
+var<workgroup> partial: array<f32, THREADS>;
 
-fn reduce(value: f32, lane: u32, isMax: bool) -> f32 {
+// Fixed-order tree over the workgroup's threads: the max, or the sum, of every thread's `value`.
+fn combine(value: f32, lane: u32, takeMax: bool) -> f32 {
   partial[lane] = value;
   workgroupBarrier();
   for (var stride = THREADS / 2u; stride > 0u; stride /= 2u) {
     if (lane < stride) {
       let other = partial[lane + stride];
-      partial[lane] = select(partial[lane] + other, max(partial[lane], other), isMax);
+      partial[lane] = select(partial[lane] + other, max(partial[lane], other), takeMax);
     }
     workgroupBarrier();
   }
   let result = partial[0];
-  workgroupBarrier();
+  workgroupBarrier(); // partial is reused by the next combine
   return result;
 }
 
 @compute @workgroup_size(64)
-fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
+  let index = wid.x + wid.y * groups.x;
+  if (index >= p.T * p.heads) { return; }
   let lane = lid.x;
-  let h = wid.x;
-  let t = wid.y;
+  let t = index / p.heads;
+  let h = index % p.heads;
   let hd = p.headDim;
   let width = p.kvHeads * hd;
   let g = h / (p.heads / p.kvHeads);
-  let count = u32(positions[t]) + 1u;
-  let slotBase = (p.layer * p.slots + u32(slots[t])) * p.maxLen;
+  let count = min(u32(max(positions[t], 0)), p.maxLen - 1u) + 1u;
+  let slot = min(u32(max(slots[t], 0)), p.slots - 1u);
+  let head0 = p.layerBase + slot * p.maxLen * width + g * hd; // K[slot, 0, g, 0]
   let qBase = (t * p.heads + h) * hd;
 
-  var localMax = -3.4e38;
+  for (var d = lane; d < hd; d += THREADS) { query[d] = q[qBase + d]; }
+  workgroupBarrier();
+
+  var localMax = bitcast<f32>(0xff7fffffu); // the lowest finite f32
   for (var j = lane; j < count; j += THREADS) {
-    let kBase = (slotBase + j) * width + g * hd;
+    let kBase = head0 + j * width;
     var dot = 0.0;
-    for (var d = 0u; d < hd; d++) { dot += q[qBase + d] * cacheK[kBase + d]; }
+    for (var d = 0u; d < hd; d++) { dot = fma(query[d], cacheK[kBase + d], dot); }
     scores[j] = dot * p.scale;
     localMax = max(localMax, scores[j]);
   }
-  let maxScore = reduce(localMax, lane, true);
+  let maxScore = combine(localMax, lane, true);
+
   var localSum = 0.0;
   for (var j = lane; j < count; j += THREADS) {
     let e = exp(scores[j] - maxScore);
     scores[j] = e;
     localSum += e;
   }
-  let total = reduce(localSum, lane, false);
+  let total = combine(localSum, lane, false); // ends with a barrier: every score is visible below
+
   for (var d = lane; d < hd; d += THREADS) {
     var acc = 0.0;
-    for (var j = 0u; j < count; j++) { acc += scores[j] * cacheV[(slotBase + j) * width + g * hd + d]; }
+    for (var j = 0u; j < count; j++) { acc = fma(scores[j], cacheV[head0 + j * width + d], acc); }
     out[qBase + d] = acc / total;
   }
 }

@@ -1,27 +1,29 @@
-// embedding and row gathering: out[t, d] = table[index[t], d]
-//   embedding:   table is a weight [V, D] (u32 words: f32 bits, or f16 pairs when WEIGHT_F16)
-//   gatherRows:  table is an f32 activation [T, D] (WEIGHT_F16 false)
-// Bindings: p: Params; index: [M] i32; table; out: [M, D] f32
-// Dispatch: 1-D over M·D in workgroups of 256, folded into (x, y).
+// Embedding lookup: out[m, d] = table[tokens[m], d]
+// Bindings: p: Params
+//           tokens: [M] i32 (host-checked to lie in [0, V); clamped here so a bad id cannot read out of bounds)
+//           table:  [V, wordsPerRow] u32: f32 bits (wordsPerRow = D) or (WEIGHT_F16) half pairs, rows padded to even D
+//           out:    [M, D] f32
+// Dispatch: one thread per output value: ceil(M · D / 256) workgroups of 256, folded into (x, y) past 65535.
 
 override WEIGHT_F16: bool = false;
-struct Params { M: u32, D: u32, wordsPerRow: u32 }
+
+struct Params { M: u32, D: u32, V: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> index: array<i32>;
+@group(0) @binding(1) var<storage, read> tokens: array<i32>;
 @group(0) @binding(2) var<storage, read> table: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 @compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) groups: vec3u) {
-  let i = gid.x + gid.y * groups.x * 256u;
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
+  let i = (wid.x + wid.y * groups.x) * 256u + lid.x;
   if (i >= p.M * p.D) { return; }
   let m = i / p.D;
   let d = i % p.D;
-  let row = u32(index[m]) * p.wordsPerRow;
+  let token = min(u32(max(tokens[m], 0)), p.V - 1u);
   if (WEIGHT_F16) {
-    let pair = unpack2x16float(table[row + d / 2u]);
+    let pair = unpack2x16float(table[token * ((p.D + 1u) / 2u) + d / 2u]);
     out[i] = select(pair.x, pair.y, (d & 1u) == 1u);
   } else {
-    out[i] = bitcast<f32>(table[row + d]);
+    out[i] = bitcast<f32>(table[token * p.D + d]);
   }
 }

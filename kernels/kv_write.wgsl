@@ -1,8 +1,12 @@
-// KV-cache write: cacheK/V[layer, slots[t], positions[t], :] = k/v[t, :]
-// Bindings: p: Params; k, v: [T, kvHeads·hd]; slots, positions: [T] i32; cacheK, cacheV: [layers, S, maxLen, kvHeads·hd]
-// Dispatch: 1-D over T·kvHeads·hd in workgroups of 256, folded into (x, y).
+// KV-cache write: cacheK[slots[t], positions[t], :] = k[t, :] and the same for v, in one layer of the cache.
+// Bindings: p: Params
+//           k, v:           [T, width] f32, width = kvHeads · hd
+//           slots, positions: [T] i32; a row outside the cache (slot >= slots or position >= maxLen) is skipped
+//           cacheK, cacheV: [slots, maxLen, width] f32 starting at element layerBase (the host binds one layer
+//                           when its byte offset is aligned, else the whole cache with layerBase = layer's start)
+// Dispatch: one thread per value: ceil(T · width / 256) workgroups of 256, folded into (x, y) past 65535.
 
-struct Params { T: u32, width: u32, layer: u32, slots: u32, maxLen: u32 }
+struct Params { T: u32, width: u32, slots: u32, maxLen: u32, layerBase: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> k: array<f32>;
 @group(0) @binding(2) var<storage, read> v: array<f32>;
@@ -12,12 +16,14 @@ struct Params { T: u32, width: u32, layer: u32, slots: u32, maxLen: u32 }
 @group(0) @binding(6) var<storage, read_write> cacheV: array<f32>;
 
 @compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) groups: vec3u) {
-  let i = gid.x + gid.y * groups.x * 256u;
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
+  let i = (wid.x + wid.y * groups.x) * 256u + lid.x;
   if (i >= p.T * p.width) { return; }
   let t = i / p.width;
-  let e = i % p.width;
-  let at = ((p.layer * p.slots + u32(slots[t])) * p.maxLen + u32(positions[t])) * p.width + e;
+  let slot = u32(slots[t]);
+  let position = u32(positions[t]);
+  if (slot >= p.slots || position >= p.maxLen) { return; } // negative ids wrap to huge u32s: skipped too
+  let at = p.layerBase + (slot * p.maxLen + position) * p.width + i % p.width;
   cacheK[at] = k[i];
   cacheV[at] = v[i];
 }

@@ -1,71 +1,119 @@
-// matmul: y = x · Wᵀ + bias   (a linear layer; W in Hugging Face [out, in] layout)
+// matmul: y[t, n] = Σ_k x[t, k] · W[n, k] + bias[n]   (a linear layer; W in Hugging Face [out, in] layout)
 //
-// Bindings: p: Params; x: [T, K] f32; w: [N, wordsPerRow] u32 (f32 bits, or f16 pairs when WEIGHT_F16,
-//           rows padded to an even K); bias: [N] f32 (read only when hasBias); y: [T, N] f32
-// Dispatch: (ceil(N / 8), ceil(T / 8)) workgroups of 32 K-lanes × 8 output columns; each workgroup owns 8 rows.
+// Bindings: p: Params
+//           x:    [T, K] f32
+//           w:    [N, wordsPerRow] u32: f32 bits (wordsPerRow = K), or with WEIGHT_F16 two halves a word
+//                 (wordsPerRow = ceil(K / 2); an odd row's last word holds one value and a zero pad)
+//           bias: [N] f32, read only when hasBias (else a dummy buffer)
+//           y:    [T, N] f32
+// Dispatch: (ceil(N / 8), ceil(T / TM)) workgroups of 256 threads = 32 K-lanes × 8 output columns.
+//           Each thread keeps TM accumulators, one per row of its workgroup's row tile.
 //
-// Batch invariance: lane l sums k = l, l+32, ... in order, then the 32 lanes are combined by a fixed tree, so an
-// element's summation order depends only on K: the same bits for a row alone or among 64 others.
+// Batch invariance: lane l sums its words l, l+32, l+64, ... in ascending order (for f16 both halves of a word,
+// low then high), an odd K's last value is added last by the lane owning that word, then the 32 lanes meet in a
+// fixed tree (16, 8, 4, 2, 1) and the bias is added. That order depends on K only: never on T, on the tile a
+// row landed in, or on TM (both TM variants run this same per-element code, with fma written out so no
+// compiler contracts one variant differently). Rows past T in the last tile are computed from a clamped row
+// and never written.
+//
+// Bandwidth: consecutive lanes read consecutive words of a weight row (coalesced). Decode (TM = 1) is bound by
+// memory bandwidth, so its main loop issues 4 words per lane before accumulating them (in the same order) to keep
+// more loads in flight; with TM = 8 the extra registers cost more than they give (measured on lavapipe).
 
 override WEIGHT_F16: bool = false;
+override TM: u32 = 8u; // rows per workgroup: 1 for decode (T = 1), 8 otherwise; at most MAX_TM
+const MAX_TM: u32 = 8u;
 const LANES: u32 = 32u;
 const COLS: u32 = 8u;
-const ROWS: u32 = 8u;
 
-struct Params { T: u32, K: u32, N: u32, hasBias: u32, wordsPerRow: u32 }
+struct Params { T: u32, K: u32, N: u32, hasBias: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<u32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-var<workgroup> partial: array<f32, 2048>; // [COLS][ROWS][LANES]
+var<workgroup> partial: array<f32, TM * COLS * LANES>; // [COLS][TM][LANES]
+var<private> acc: array<f32, MAX_TM>;
+var<private> xRow: array<u32, MAX_TM>; // offset of each tile row in x (clamped to the last row)
+
+// acc[r] += x[row r, k] · weight, for every row of the tile.
+fn accumulate(k: u32, weight: f32) {
+  for (var r = 0u; r < TM; r++) { acc[r] = fma(x[xRow[r] + k], weight, acc[r]); }
+}
+
+// Both halves of word `word` (values 2·word and 2·word + 1), low half first.
+fn accumulatePair(word: u32, packed: u32) {
+  let pair = unpack2x16float(packed);
+  accumulate(2u * word, pair.x);
+  accumulate(2u * word + 1u, pair.y);
+}
 
 @compute @workgroup_size(32, 8)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
   let lane = lid.x;
   let col = wid.x * COLS + lid.y;
-  let row0 = wid.y * ROWS;
-  var acc: array<f32, 8>;
+  let row0 = wid.y * TM;
+  for (var r = 0u; r < TM; r++) {
+    acc[r] = 0.0;
+    xRow[r] = min(row0 + r, p.T - 1u) * p.K;
+  }
+
   if (col < p.N) {
-    let rowBase = col * p.wordsPerRow;
-    for (var word = lane; word < p.wordsPerRow; word += LANES) {
-      if (WEIGHT_F16) {
-        let pair = unpack2x16float(w[rowBase + word]);
-        let k = word * 2u;
-        for (var r = 0u; r < ROWS; r++) {
-          if (row0 + r >= p.T) { break; }
-          let xr = (row0 + r) * p.K;
-          var term = x[xr + k] * pair.x;
-          if (k + 1u < p.K) { term += x[xr + k + 1u] * pair.y; }
-          acc[r] += term;
-        }
-      } else {
-        let weight = bitcast<f32>(w[rowBase + word]);
-        for (var r = 0u; r < ROWS; r++) {
-          if (row0 + r >= p.T) { break; }
-          acc[r] += x[(row0 + r) * p.K + word] * weight;
+    if (WEIGHT_F16) {
+      let fullWords = p.K / 2u; // words holding two values
+      let base = col * ((p.K + 1u) / 2u);
+      var word = lane;
+      if (TM == 1u) {
+        for (; word + 3u * LANES < fullWords; word += 4u * LANES) {
+          let w0 = w[base + word];
+          let w1 = w[base + word + LANES];
+          let w2 = w[base + word + 2u * LANES];
+          let w3 = w[base + word + 3u * LANES];
+          accumulatePair(word, w0);
+          accumulatePair(word + LANES, w1);
+          accumulatePair(word + 2u * LANES, w2);
+          accumulatePair(word + 3u * LANES, w3);
         }
       }
+      for (; word < fullWords; word += LANES) { accumulatePair(word, w[base + word]); }
+      if ((p.K & 1u) == 1u && lane == fullWords % LANES) {
+        accumulate(p.K - 1u, unpack2x16float(w[base + fullWords]).x);
+      }
+    } else {
+      let base = col * p.K;
+      var k = lane;
+      if (TM == 1u) {
+        for (; k + 3u * LANES < p.K; k += 4u * LANES) {
+          let w0 = bitcast<f32>(w[base + k]);
+          let w1 = bitcast<f32>(w[base + k + LANES]);
+          let w2 = bitcast<f32>(w[base + k + 2u * LANES]);
+          let w3 = bitcast<f32>(w[base + k + 3u * LANES]);
+          accumulate(k, w0);
+          accumulate(k + LANES, w1);
+          accumulate(k + 2u * LANES, w2);
+          accumulate(k + 3u * LANES, w3);
+        }
+      }
+      for (; k < p.K; k += LANES) { accumulate(k, bitcast<f32>(w[base + k])); }
     }
   }
-  let base = lid.y * ROWS * LANES;
-  for (var r = 0u; r < ROWS; r++) { partial[base + r * LANES + lane] = acc[r]; }
+
+  let tile = lid.y * TM * LANES;
+  for (var r = 0u; r < TM; r++) { partial[tile + r * LANES + lane] = acc[r]; }
   workgroupBarrier();
   for (var stride = LANES / 2u; stride > 0u; stride /= 2u) {
     if (lane < stride) {
-      for (var r = 0u; r < ROWS; r++) {
-        partial[base + r * LANES + lane] += partial[base + r * LANES + lane + stride];
+      for (var r = 0u; r < TM; r++) {
+        partial[tile + r * LANES + lane] += partial[tile + r * LANES + lane + stride];
       }
     }
     workgroupBarrier();
   }
-  if (lane == 0u && col < p.N) {
-    for (var r = 0u; r < ROWS; r++) {
-      if (row0 + r >= p.T) { break; }
-      var value = partial[base + r * LANES];
-      if (p.hasBias != 0u) { value += bias[col]; }
-      y[(row0 + r) * p.N + col] = value;
-    }
+  // Lane r writes row r of the tile.
+  if (lane < TM && col < p.N && row0 + lane < p.T) {
+    var value = partial[tile + lane * LANES];
+    if (p.hasBias != 0u) { value += bias[col]; }
+    y[(row0 + lane) * p.N + col] = value;
   }
 }

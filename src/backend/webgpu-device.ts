@@ -1,67 +1,158 @@
-// The Dawn device: one instance per process, kernels loaded from kernels/*.wgsl, pipelines cached per kernel
-// and variant, errors turned into clear messages.
+// The Dawn side of the WebGPU backend: one GPU instance per process, the device with the adapter's limits, and
+// the kernel library (kernels/*.wgsl compiled once, pipelines cached per kernel and variant, errors named by file).
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { create, globals } from 'webgpu';
 
 Object.assign(globalThis, globals);
 
+// Dawn wants one instance per process, and Node only exits once it is dropped: the instance lives while at least
+// one device made from it is open. Its flags are fixed by the first device opened.
 let instance: GPU | undefined;
+let openDevices = 0;
 
-/** Dawn wants one instance per process; it is dropped with the last device. */
 function gpuInstance(validate: boolean): GPU {
-  instance ??= create(validate ? ['validate=1'] : []) as GPU;
+  // Validation runs keep Dawn's bounds checks; otherwise they are dropped (the kernels clamp their indices).
+  instance ??= create(validate ? ['validate=1'] : ['enable-dawn-features=disable_robustness']) as GPU;
   return instance;
 }
 
-/** Drops the instance so Node can exit; a later device creates a new one. */
+/** Called when a device is destroyed; the last one drops the instance so Node can exit. */
 export function releaseInstance(): void {
-  instance = undefined;
+  openDevices = Math.max(0, openDevices - 1);
+  if (openDevices === 0) instance = undefined;
 }
 
+export interface OpenedDevice {
+  device: GPUDevice;
+  /** vendor / architecture / device / description of the adapter, in one line. */
+  description: string;
+}
+
+export async function openDevice(validate: boolean): Promise<OpenedDevice> {
+  const adapter = await gpuInstance(validate).requestAdapter();
+  if (!adapter) {
+    if (openDevices === 0) instance = undefined;
+    throw new Error('no WebGPU adapter found (install a Vulkan or Metal driver; on Linux without a GPU, Mesa lavapipe)');
+  }
+  // Big weights and KV caches need the adapter's real buffer limits; attention's scores need 17 KiB of
+  // workgroup memory, over the 16 KiB default (every desktop and laptop GPU offers 32 KiB or more).
+  const { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize } = adapter.limits;
+  const device = await adapter.requestDevice({
+    label: 'populora',
+    requiredLimits: { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize },
+  });
+  openDevices++;
+  const info = adapter.info;
+  const parts = [info.vendor, info.architecture, info.device, info.description].filter((s) => s);
+  return { device, description: parts.join(' / ') || 'unknown WebGPU adapter' };
+}
+
+/** The folder holding kernels/: beside src/ in the package (src/backend under vitest, dist/src/backend built). */
 function kernelsDirectory(): string {
-  // src/backend under vitest, dist/src/backend when compiled: walk up to the package root.
   let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 5; i++, dir = dirname(dir)) {
+  for (let i = 0; i < 6; i++, dir = dirname(dir)) {
     if (existsSync(join(dir, 'kernels', 'matmul.wgsl'))) return join(dir, 'kernels');
   }
-  throw new Error('populora: cannot find the kernels/ folder (expected beside src/ in the package)');
+  throw new Error('populora: cannot find the kernels/ folder (expected at the package root, beside src/)');
 }
 
-export async function openDevice(validate: boolean): Promise<{ device: GPUDevice; description: string }> {
-  const adapter = await gpuInstance(validate).requestAdapter();
-  if (!adapter) throw new Error('no WebGPU adapter found (install a Vulkan or Metal driver; on Linux without a GPU, Mesa lavapipe: .ci/install-lavapipe)');
-  const { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize } = adapter.limits;
-  const device = await adapter.requestDevice({ requiredLimits: { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize } });
-  const info = adapter.info;
-  const description = [info.vendor, info.architecture, info.device, info.description].filter((s) => s).join(' / ') || 'unknown WebGPU adapter';
-  if (validate) device.pushErrorScope('validation');
-  return { device, description };
+/**
+ * The bind group layout of a kernel, read from its declarations: `@binding(0) var<uniform>` is the parameter
+ * block (bound at a dynamic offset into the uniform arena), `var<storage, read>` and `var<storage, read_write>`
+ * the tensors. Explicit layouts (rather than 'auto') let every variant of a kernel share bind groups.
+ */
+function bindingLayout(device: GPUDevice, name: string, code: string): GPUBindGroupLayout {
+  const entries: GPUBindGroupLayoutEntry[] = [];
+  for (const match of code.matchAll(/@group\(0\)\s*@binding\((\d+)\)\s*var<(uniform|storage)\s*(?:,\s*(read|read_write))?>/g)) {
+    const [binding, space, access] = [Number(match[1]), match[2], match[3] ?? 'read'];
+    const type: GPUBufferBindingType = space === 'uniform' ? 'uniform' : access === 'read' ? 'read-only-storage' : 'storage';
+    entries.push({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type, hasDynamicOffset: space === 'uniform' } });
+  }
+  if (entries[0]?.binding !== 0 || entries[0].buffer?.type !== 'uniform') {
+    throw new Error(`populora: kernels/${name}.wgsl must declare its parameters as @group(0) @binding(0) var<uniform>`);
+  }
+  return device.createBindGroupLayout({ label: `kernels/${name}.wgsl`, entries });
 }
 
-export class PipelineCache {
+interface Kernel {
+  module: GPUShaderModule;
+  bindGroupLayout: GPUBindGroupLayout;
+  pipelineLayout: GPUPipelineLayout;
+}
+
+export class KernelLibrary {
   private readonly pipelines = new Map<string, GPUComputePipeline>();
-  private readonly sources = new Map<string, string>();
-  private readonly directory = kernelsDirectory();
+  /** Error scopes around pipeline creations not yet checked: each resolves to an error message or null. */
+  private pendingChecks: Array<Promise<string | null>> = [];
 
-  constructor(private readonly device: GPUDevice) {}
+  private constructor(
+    private readonly device: GPUDevice,
+    private readonly kernels: ReadonlyMap<string, Kernel>,
+  ) {}
 
-  /** The pipeline of `kernels/<name>.wgsl` with the given override constants. */
-  get(name: string, constants: Record<string, number> = {}): GPUComputePipeline {
-    const key = `${name}|${JSON.stringify(constants)}`;
+  /** Compiles every kernels/*.wgsl once, so a WGSL error surfaces at startup with its file, line and message. */
+  static async load(device: GPUDevice): Promise<KernelLibrary> {
+    const directory = kernelsDirectory();
+    const kernels = new Map<string, Kernel>();
+    for (const file of readdirSync(directory).filter((f) => f.endsWith('.wgsl')).sort()) {
+      const name = file.slice(0, -'.wgsl'.length);
+      const code = readFileSync(join(directory, file), 'utf8');
+      const module = device.createShaderModule({ label: `kernels/${file}`, code });
+      const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
+      if (errors.length > 0) {
+        const first = errors[0]!;
+        throw new Error(`populora: kernels/${file}:${first.lineNum}:${first.linePos}: ${first.message}`);
+      }
+      const bindGroupLayout = bindingLayout(device, name, code);
+      const pipelineLayout = device.createPipelineLayout({ label: `kernels/${file}`, bindGroupLayouts: [bindGroupLayout] });
+      kernels.set(name, { module, bindGroupLayout, pipelineLayout });
+    }
+    return new KernelLibrary(device, kernels);
+  }
+
+  private kernel(name: string): Kernel {
+    const kernel = this.kernels.get(name);
+    if (!kernel) throw new Error(`populora: no kernel kernels/${name}.wgsl`);
+    return kernel;
+  }
+
+  bindGroupLayout(name: string): GPUBindGroupLayout {
+    return this.kernel(name).bindGroupLayout;
+  }
+
+  /** The pipeline of kernels/<name>.wgsl with the given override constants (its variant), created once. */
+  pipeline(name: string, constants: Record<string, number>): GPUComputePipeline {
+    const key = `${name}${JSON.stringify(constants)}`;
     let pipeline = this.pipelines.get(key);
     if (!pipeline) {
-      let code = this.sources.get(name);
-      if (code === undefined) {
-        code = readFileSync(join(this.directory, `${name}.wgsl`), 'utf8');
-        this.sources.set(name, code);
-      }
-      const module = this.device.createShaderModule({ code, label: `kernels/${name}.wgsl` });
-      pipeline = this.device.createComputePipeline({ layout: 'auto', label: `kernels/${name}.wgsl`, compute: { module, entryPoint: 'main', constants } });
+      const { module, pipelineLayout } = this.kernel(name);
+      const label = `kernels/${name}.wgsl ${JSON.stringify(constants)}`;
+      this.device.pushErrorScope('internal');
+      this.device.pushErrorScope('validation');
+      pipeline = this.device.createComputePipeline({ label, layout: pipelineLayout, compute: { module, entryPoint: 'main', constants } });
+      const errors = [this.device.popErrorScope(), this.device.popErrorScope()];
+      this.pendingChecks.push(
+        Promise.all(errors).then(
+          ([validation, internal]) => {
+            const error = validation ?? internal;
+            return error ? `creating the pipeline of ${label}: ${error.message}` : null;
+          },
+          (error: unknown) => `creating the pipeline of ${label}: ${(error as Error).message}`,
+        ),
+      );
       this.pipelines.set(key, pipeline);
     }
     return pipeline;
+  }
+
+  /** The first error from pipeline creations since the last call, or null. */
+  async takeError(): Promise<string | null> {
+    const checks = this.pendingChecks;
+    this.pendingChecks = [];
+    const messages = await Promise.all(checks);
+    return messages.find((m) => m !== null) ?? null;
   }
 }

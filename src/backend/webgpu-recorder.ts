@@ -1,0 +1,231 @@
+// Records the WebGPU backend's work: every op appends a dispatch to one compute pass of the current command
+// encoder, uploads into live buffers become copies in the same encoder, and nothing is submitted until the host
+// reads (the one sync point of a step). Errors from Dawn are collected and thrown at that read, by name.
+
+import type { KernelLibrary } from './webgpu-device.js';
+
+/** A kernel's parameter block, one 4-byte field after another, in the order of its WGSL `Params` struct. */
+export type Field = ['u32' | 'i32' | 'f32', number];
+
+/** A buffer bound to a kernel: the whole buffer, or `size` bytes from `offset` (one layer of a KV cache). */
+export interface Binding {
+  buffer: GPUBuffer;
+  offset?: number;
+  size?: number;
+}
+
+const MAX_GROUPS = 65535; // workgroups per dispatch dimension (WebGPU's default limit)
+const ARENA_SLOTS = 4096; // parameter blocks per submission; more dispatches than that submit early
+const BIND_GROUP_CACHE_LIMIT = 4096;
+
+const align4 = (bytes: number) => Math.ceil(bytes / 4) * 4;
+
+export class Recorder {
+  // Parameter blocks: written on the host into arenaData, one slot per dispatch, uploaded once per submission
+  // and bound at a dynamic offset, so a bind group can be reused across dispatches and steps.
+  private readonly slotBytes: number;
+  private readonly arena: GPUBuffer;
+  private readonly arenaData: ArrayBuffer;
+  private readonly arenaView: DataView;
+  private arenaUsed = 0;
+
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private finished: GPUCommandBuffer[] = []; // encoded, awaiting submission
+  private uploads: GPUBuffer[] = []; // staging buffers of the unsubmitted uploads, destroyed after submission
+  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
+  private nextBufferId = 0;
+
+  private pendingChecks: Array<Promise<string | null>> = []; // error scopes around finish and submit
+  private failure: string | null = null; // the first error: the backend is unusable after it
+  private readonly lost: Promise<never>;
+  private destroyed = false;
+
+  constructor(
+    private readonly device: GPUDevice,
+    private readonly kernels: KernelLibrary,
+    private readonly validate: boolean,
+  ) {
+    this.slotBytes = Math.max(256, device.limits.minUniformBufferOffsetAlignment);
+    this.arenaData = new ArrayBuffer(ARENA_SLOTS * this.slotBytes);
+    this.arenaView = new DataView(this.arenaData);
+    this.arena = device.createBuffer({ label: 'parameter arena', size: this.arenaData.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    device.onuncapturederror = (event) => {
+      this.failure ??= `WebGPU error: ${event.error.message}`;
+    };
+    this.lost = device.lost.then((info) => {
+      const message = info.reason === 'destroyed' ? 'WebGPU device destroyed: the backend was destroyed' : `WebGPU device lost (${info.reason}): ${info.message}`;
+      this.failure ??= message;
+      throw new Error(message);
+    });
+    this.lost.catch(() => {}); // observed by reads; not an unhandled rejection when no read is pending
+  }
+
+  /** Throws the recorded failure (device lost, destroyed, an earlier error) before more work is queued. */
+  checkUsable(): void {
+    if (this.destroyed) throw new Error('populora: the WebGPU backend was destroyed');
+    if (this.failure) throw new Error(this.failure);
+  }
+
+  // ---- encoding ----
+
+  private commandEncoder(label = 'populora step'): GPUCommandEncoder {
+    this.encoder ??= this.device.createCommandEncoder({ label });
+    return this.encoder;
+  }
+
+  /** Resolves a popped error scope to a message naming `what` was being done, or null. */
+  private watch(scope: Promise<GPUError | null>, what: string): void {
+    this.pendingChecks.push(
+      scope.then(
+        (error) => (error ? `WebGPU validation error: ${what}: ${error.message}` : null),
+        (error: unknown) => `WebGPU error: ${what}: ${(error as Error).message}`,
+      ),
+    );
+  }
+
+  /** Closes the current encoder into a command buffer; its validation errors are named by its label. */
+  private finishEncoder(): void {
+    if (!this.encoder) return;
+    this.endPass();
+    const what = this.validate ? this.encoder.label : `${this.encoder.label} (with validation on, errors name their kernel)`;
+    this.device.pushErrorScope('validation');
+    this.finished.push(this.encoder.finish());
+    this.watch(this.device.popErrorScope(), what);
+    this.encoder = null;
+  }
+
+  private endPass(): void {
+    this.pass?.end();
+    this.pass = null;
+  }
+
+  private bufferId(buffer: GPUBuffer): number {
+    let id = this.bufferIds.get(buffer);
+    if (id === undefined) this.bufferIds.set(buffer, (id = this.nextBufferId++));
+    return id;
+  }
+
+  /** Bind groups are cached per kernel and buffers: a decode step reuses the same pooled buffers every step. */
+  private bindGroup(kernel: string, bindings: readonly Binding[]): GPUBindGroup {
+    const key = `${kernel}|${bindings.map((b) => `${this.bufferId(b.buffer)}@${b.offset ?? 0}+${b.size ?? ''}`).join(',')}`;
+    let group = this.bindGroups.get(key);
+    if (!group) {
+      if (this.bindGroups.size >= BIND_GROUP_CACHE_LIMIT) this.bindGroups.clear();
+      const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.arena, offset: 0, size: this.slotBytes } }];
+      bindings.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } }));
+      group = this.device.createBindGroup({ label: `kernels/${kernel}.wgsl`, layout: this.kernels.bindGroupLayout(kernel), entries });
+      this.bindGroups.set(key, group);
+    }
+    return group;
+  }
+
+  /**
+   * Appends one dispatch of kernels/<kernel>.wgsl. `groups` is a workgroup count, folded into (x, y) past 65535
+   * (the kernel rebuilds the linear index from num_workgroups), or an explicit (x, y) grid.
+   */
+  dispatch(kernel: string, constants: Record<string, number>, fields: readonly Field[], bindings: readonly Binding[], groups: number | readonly [number, number]): void {
+    this.checkUsable();
+    const [x, y] = typeof groups === 'number' ? [Math.min(groups, MAX_GROUPS), Math.ceil(groups / MAX_GROUPS)] : groups;
+    if (x > MAX_GROUPS || y > MAX_GROUPS) throw new Error(`populora: ${kernel}: a grid of ${x} x ${y} workgroups exceeds ${MAX_GROUPS} per dimension`);
+    if (x === 0 || y === 0) return; // nothing to compute (an empty batch)
+    if (this.arenaUsed === ARENA_SLOTS) this.flush();
+    const offset = this.arenaUsed++ * this.slotBytes;
+    fields.forEach(([type, value], i) => {
+      if (type === 'f32') this.arenaView.setFloat32(offset + 4 * i, value, true);
+      else if (type === 'i32') this.arenaView.setInt32(offset + 4 * i, value, true);
+      else this.arenaView.setUint32(offset + 4 * i, value, true);
+    });
+    const pipeline = this.kernels.pipeline(kernel, constants);
+    const bindGroup = this.bindGroup(kernel, bindings);
+    // With validation on, each dispatch is a command buffer of its own, labelled by its kernel, so an error
+    // names the kernel at fault (otherwise one encoder holds the whole step).
+    const label = `kernels/${kernel}.wgsl`;
+    if (this.validate) this.finishEncoder();
+    this.pass ??= this.commandEncoder(this.validate ? label : undefined).beginComputePass({ label });
+    this.pass.setPipeline(pipeline);
+    this.pass.setBindGroup(0, bindGroup, [offset]);
+    this.pass.dispatchWorkgroups(x, y);
+    if (this.validate) this.finishEncoder();
+  }
+
+  /** Copies host data into `target` at `offset` bytes, in order with the work already recorded. */
+  upload(target: GPUBuffer, offset: number, data: ArrayBufferView): void {
+    this.checkUsable();
+    const size = align4(data.byteLength);
+    if (size === 0) return;
+    const staging = this.device.createBuffer({ label: 'upload', size, usage: GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC, mappedAtCreation: true });
+    new Uint8Array(staging.getMappedRange()).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    staging.unmap();
+    this.endPass();
+    this.commandEncoder().copyBufferToBuffer(staging, 0, target, offset, size);
+    this.uploads.push(staging);
+  }
+
+  /** Zeroes `size` bytes of `buffer`, in order with the work already recorded. */
+  clear(buffer: GPUBuffer, size: number): void {
+    this.checkUsable();
+    this.endPass();
+    this.commandEncoder().clearBuffer(buffer, 0, align4(size));
+  }
+
+  /** Submits everything recorded so far, with the parameter blocks its dispatches read. */
+  flush(): void {
+    if (this.destroyed) return;
+    this.finishEncoder();
+    if (this.finished.length === 0) return;
+    if (this.arenaUsed > 0) this.device.queue.writeBuffer(this.arena, 0, this.arenaData, 0, this.arenaUsed * this.slotBytes);
+    this.device.pushErrorScope('validation');
+    this.device.queue.submit(this.finished);
+    this.watch(this.device.popErrorScope(), 'submit');
+    this.uploads.forEach((b) => b.destroy()); // Dawn frees them once the submitted copies are done
+    this.uploads = [];
+    this.finished = [];
+    this.arenaUsed = 0;
+  }
+
+  // ---- reading ----
+
+  /** Submits the pending work and returns a copy of the first `bytes` bytes of `buffer`. */
+  async read(buffer: GPUBuffer, bytes: number): Promise<ArrayBuffer> {
+    this.checkUsable();
+    const size = align4(Math.max(bytes, 4));
+    const staging = this.device.createBuffer({ label: 'read', size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    this.endPass();
+    this.commandEncoder().copyBufferToBuffer(buffer, 0, staging, 0, size);
+    this.flush();
+    try {
+      await Promise.race([staging.mapAsync(GPUMapMode.READ), this.lost]);
+    } catch (error) {
+      staging.destroy();
+      if (this.destroyed) throw new Error('populora: the WebGPU backend was destroyed before a read completed');
+      await this.throwRecordedError();
+      throw new Error(`WebGPU read failed: ${(error as Error).message}`);
+    }
+    const copy = staging.getMappedRange().slice(0, bytes);
+    staging.unmap();
+    staging.destroy();
+    await this.throwRecordedError();
+    return copy;
+  }
+
+  /** Waits for the error scopes of past submissions and pipeline creations; throws the first error found. */
+  private async throwRecordedError(): Promise<void> {
+    const checks = this.pendingChecks;
+    this.pendingChecks = [];
+    const messages = [await this.kernels.takeError(), ...(await Promise.all(checks))];
+    const error = messages.find((m) => m !== null);
+    if (error) this.failure ??= error.startsWith('WebGPU') ? error : `WebGPU error: ${error}`;
+    if (this.failure) throw new Error(this.failure);
+  }
+
+  destroy(): void {
+    this.destroyed = true;
+    this.pass = null;
+    this.encoder = null;
+    this.finished = [];
+    this.uploads = [];
+    this.bindGroups.clear();
+  }
+}
