@@ -1,11 +1,12 @@
 // A model's weights in Hugging Face layout: load (with every key and shape checked), create seeded, save.
 
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { normalStream } from './random.js';
 import { configToJson, parseConfig, type LlamaConfig } from './config.js';
 import { ModelFormatError } from './errors.js';
-import { readSafetensorsFolder, writeSafetensors, type HostTensor, type StoredDType } from './safetensors.js';
+import { tokenizerConfigFor } from './tokenizer.js';
+import { readSafetensorsFolder, writeSafetensors, type HostTensor, type StoredDType, type StoredTensor } from './safetensors.js';
 
 export type { HostTensor } from './safetensors.js';
 
@@ -88,14 +89,20 @@ export function loadConfig(dir: string): LlamaConfig {
 export function loadModel(dir: string): { config: LlamaConfig; weights: ModelWeights; tokenizerFile: string | null } {
   const config = loadConfig(dir);
   const stored = readSafetensorsFolder(dir);
+  const single = join(dir, 'model.safetensors');
+  const source = existsSync(single) ? single : join(dir, 'model.safetensors.index.json');
+  const namingHint = [...stored.keys()].some((k) => k.startsWith('model.layers.'))
+    ? ''
+    : `; its tensor names do not follow Hugging Face Llama naming (model.layers.N....), e.g. ${[...stored.keys()].slice(0, 3).map((k) => `"${k}"`).join(', ') || 'none at all'}`;
   const take = (name: string, shape: number[]): HostTensor => {
     const t = stored.get(name);
-    if (!t) throw new ModelFormatError(`${dir}: tensor "${name}" is missing (expected shape [${shape.join(', ')}] from config.json)`);
+    if (!t) throw new ModelFormatError(`${source}: tensor "${name}" is missing (expected shape [${shape.join(', ')}] from config.json)${namingHint}`);
     if (t.shape.join() !== shape.join()) {
       throw new ModelFormatError(`${t.file}: tensor "${name}" has shape [${t.shape.join(', ')}], expected [${shape.join(', ')}] from config.json`);
     }
     return { data: t.decode(), shape };
   };
+  rejectUnsupportedBiases(stored);
   const shapes = expectedShapes(config);
   const layers = Array.from({ length: config.numLayers }, (_, l) => {
     const layer: Partial<LayerWeights> = {};
@@ -109,11 +116,26 @@ export function loadModel(dir: string): { config: LlamaConfig; weights: ModelWei
     embedTokens: take('model.embed_tokens.weight', shapes.get('model.embed_tokens.weight')!),
     layers,
     norm: take('model.norm.weight', [config.hiddenSize]),
+    // A tied model that ships lm_head.weight anyway: transformers ties it to the embedding and ignores it; so do we.
     ...(!config.tieWordEmbeddings && { lmHead: take('lm_head.weight', [config.vocabSize, config.hiddenSize]) }),
     storedDType: stored.get('model.layers.0.self_attn.q_proj.weight')!.dtype,
   };
   const tokenizerFile = join(dir, 'tokenizer.json');
   return { config, weights, tokenizerFile: existsSync(tokenizerFile) ? tokenizerFile : null };
+}
+
+/**
+ * Llama with attention_bias also has an o_proj bias, and mlp_bias puts biases on the MLP: the model here has
+ * neither. transformers initialises such biases to zero, so all-zero ones are harmless; others would be silently
+ * wrong, so they are refused by name.
+ */
+function rejectUnsupportedBiases(stored: Map<string, StoredTensor>): void {
+  for (const [name, t] of stored) {
+    if (!/^model\.layers\.\d+\.(self_attn\.o_proj|mlp\.(gate|up|down)_proj)\.bias$/.test(name)) continue;
+    if (t.decode().some((v) => v !== 0)) {
+      throw new ModelFormatError(`${t.file}: tensor "${name}" is a non-zero bias, which this Llama implementation does not have (only q/k/v projections may carry biases)`);
+    }
+  }
 }
 
 /**
@@ -143,7 +165,7 @@ export function randomModel(c: LlamaConfig, seed: number): ModelWeights {
   };
 }
 
-/** Writes config.json, model.safetensors (HF names) and, when given, tokenizer.json. */
+/** Writes config.json, model.safetensors (HF names) and, when given, tokenizer.json with its tokenizer_config.json. */
 export function saveModel(dir: string, config: LlamaConfig, weights: ModelWeights, options: { dtype?: StoredDType; tokenizerJson?: object } = {}): void {
   const dtype = options.dtype ?? 'F32';
   mkdirSync(dir, { recursive: true });
@@ -155,6 +177,15 @@ export function saveModel(dir: string, config: LlamaConfig, weights: ModelWeight
   if (weights.lmHead) tensors.push({ name: 'lm_head.weight', t: weights.lmHead });
   writeSafetensors(join(dir, 'model.safetensors'), tensors.map(({ name, t }) => ({ name, dtype, shape: t.shape, data: t.data })), { format: 'pt' });
   const torchDtype = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' } as const;
-  writeFileSync(join(dir, 'config.json'), `${JSON.stringify({ ...configToJson(config), torch_dtype: torchDtype[dtype] }, null, 2)}\n`);
-  if (options.tokenizerJson) writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(options.tokenizerJson, null, 2));
+  writeJsonAtomically(join(dir, 'config.json'), { ...configToJson(config), torch_dtype: torchDtype[dtype] });
+  if (options.tokenizerJson) {
+    writeJsonAtomically(join(dir, 'tokenizer.json'), options.tokenizerJson);
+    writeJsonAtomically(join(dir, 'tokenizer_config.json'), tokenizerConfigFor(options.tokenizerJson));
+  }
+}
+
+/** Through a temporary file and a rename, like the weights: a crash leaves the old file or the new one. */
+export function writeJsonAtomically(file: string, value: unknown): void {
+  writeFileSync(`${file}.partial`, `${JSON.stringify(value, null, 2)}\n`);
+  renameSync(`${file}.partial`, file);
 }

@@ -28,58 +28,81 @@ export interface LlamaConfig {
   torchDtype: 'float32' | 'float16' | 'bfloat16';
 }
 
-const SUPPORTED_MODEL_TYPES = ['llama', 'qwen2', 'mistral'] as const;
+export const SUPPORTED_MODEL_TYPES = ['llama', 'qwen2', 'mistral'] as const;
 const ARCHITECTURES: Record<string, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', mistral: 'MistralForCausalLM' };
+/** transformers' defaults for max_position_embeddings when config.json leaves it out. */
+const DEFAULT_MAX_POSITIONS: Record<string, number> = { llama: 2048, qwen2: 32768, mistral: 131072 };
 
-const positiveInt = z.number().int().positive();
-const tokenId = z.number().int().nonnegative();
+const positiveInt = (what = 'a positive integer') => z.number({ error: `expected ${what}` }).int({ error: `expected ${what}` }).positive({ error: `expected ${what}` });
+const positiveNumber = z.number({ error: 'expected a positive number' }).positive({ error: 'expected a positive number' });
+const tokenId = z.number({ error: 'expected a token id (an integer >= 0)' }).int({ error: 'expected a token id (an integer >= 0)' }).nonnegative({ error: 'expected a token id (an integer >= 0)' });
+const bool = z.boolean({ error: 'expected true or false' });
+const DTYPES = ['float32', 'float16', 'bfloat16'] as const;
+
+// Fields transformers reads for these three architectures; anything else in config.json is ignored, as there.
+// (Mistral's and Qwen2's sliding windows are not modelled: they only matter past 4096 / 32768 tokens.)
 const schema = z.object({
-  model_type: z.enum(SUPPORTED_MODEL_TYPES),
-  vocab_size: positiveInt,
-  hidden_size: positiveInt,
-  intermediate_size: positiveInt,
-  num_hidden_layers: positiveInt,
-  num_attention_heads: positiveInt,
-  num_key_value_heads: positiveInt.optional(),
-  head_dim: positiveInt.nullish(),
-  rms_norm_eps: z.number().positive().default(1e-6),
-  rope_theta: z.number().positive().default(10000),
-  rope_scaling: z
-    .object({
-      rope_type: z.string().optional(),
-      type: z.string().optional(),
-      factor: z.number().positive(),
-      low_freq_factor: z.number().positive().optional(),
-      high_freq_factor: z.number().positive().optional(),
-      original_max_position_embeddings: positiveInt.optional(),
-    })
-    .nullish(),
-  tie_word_embeddings: z.boolean().default(false),
-  attention_bias: z.boolean().default(false),
-  max_position_embeddings: positiveInt.default(2048),
+  model_type: z.enum(SUPPORTED_MODEL_TYPES, { error: `expected one of ${SUPPORTED_MODEL_TYPES.map((t) => `"${t}"`).join(', ')} (Llama-family decoders)` }),
+  vocab_size: positiveInt(),
+  hidden_size: positiveInt(),
+  intermediate_size: positiveInt(),
+  num_hidden_layers: positiveInt(),
+  num_attention_heads: positiveInt(),
+  num_key_value_heads: positiveInt().nullish(),
+  head_dim: positiveInt().nullish(),
+  hidden_act: z.literal('silu', { error: 'expected "silu" (the SwiGLU MLP of Llama-family models)' }).optional(),
+  rms_norm_eps: positiveNumber.default(1e-6),
+  rope_theta: positiveNumber.optional(),
+  rope_scaling: z.record(z.string(), z.unknown(), { error: 'expected an object such as {"rope_type": "llama3", ...} or null' }).nullish(),
+  rope_parameters: z.record(z.string(), z.unknown(), { error: 'expected an object {"rope_type", "rope_theta", ...}' }).nullish(), // transformers 5
+  tie_word_embeddings: bool.default(false),
+  attention_bias: bool.default(false),
+  mlp_bias: z.literal(false, { error: 'expected false: biases on the MLP projections are not supported' }).optional(),
+  max_position_embeddings: positiveInt().optional(),
   bos_token_id: tokenId.nullish(),
-  eos_token_id: z.union([tokenId, z.array(tokenId)]).nullish(),
-  torch_dtype: z.enum(['float32', 'float16', 'bfloat16']).default('float32'),
+  eos_token_id: z.union([tokenId, z.array(tokenId)], { error: 'expected a token id or a list of token ids' }).nullish(),
+  torch_dtype: z.enum(DTYPES, { error: `expected one of ${DTYPES.join(', ')}` }).nullish(),
+  dtype: z.enum(DTYPES, { error: `expected one of ${DTYPES.join(', ')}` }).nullish(), // transformers 5 renamed torch_dtype
 });
 
 function fail(file: string, field: string, message: string): never {
   throw new ModelFormatError(`${file}: field "${field}": ${message}`);
 }
 
+/** The value at a zod issue path, to show what was found ("got -1") or that the field is missing. */
+function valueAt(json: unknown, path: PropertyKey[]): unknown {
+  return path.reduce<unknown>((value, key) => (typeof value === 'object' && value !== null ? (value as Record<PropertyKey, unknown>)[key] : undefined), json);
+}
+
 export function parseConfig(json: unknown, file = 'config.json'): LlamaConfig {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new ModelFormatError(`${file}: expected a JSON object of model hyperparameters`);
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    fail(file, issue.path.join('.') || '(root)', issue.message);
+    const field = issue.path.map((k, i) => (typeof k === 'number' ? `[${k}]` : i === 0 ? String(k) : `.${String(k)}`)).join('') || '(root)';
+    const value = valueAt(json, issue.path);
+    if (value === undefined) throw new ModelFormatError(`${file}: field "${field}" is missing: ${issue.message}`);
+    fail(file, field, `${issue.message} (got ${JSON.stringify(value)})`);
   }
   const c = parsed.data;
   const numKvHeads = c.num_key_value_heads ?? c.num_attention_heads;
-  const headDim = c.head_dim ?? c.hidden_size / c.num_attention_heads;
   if (c.num_attention_heads % numKvHeads !== 0) {
     fail(file, 'num_key_value_heads', `must divide "num_attention_heads" (got ${numKvHeads} and ${c.num_attention_heads})`);
   }
-  if (!Number.isInteger(headDim) || headDim % 2 !== 0) fail(file, 'head_dim', `must be an even integer (got ${headDim})`);
+  const headDim = c.head_dim ?? c.hidden_size / c.num_attention_heads;
+  if (!Number.isInteger(headDim)) {
+    fail(file, 'head_dim', `missing, and hidden_size / num_attention_heads = ${c.hidden_size} / ${c.num_attention_heads} is not an integer; set "head_dim"`);
+  }
+  if (headDim % 2 !== 0) fail(file, 'head_dim', `must be even: rotary embeddings rotate pairs of dimensions (got ${headDim})`);
   const eos = c.eos_token_id ?? [];
+  const eosTokenIds = Array.isArray(eos) ? eos : [eos];
+  const bosTokenId = c.bos_token_id ?? null;
+  for (const [field, id] of [['bos_token_id', bosTokenId], ...eosTokenIds.map((id) => ['eos_token_id', id] as const)] as const) {
+    if (id !== null && id >= c.vocab_size) fail(file, field, `token id ${id} is outside the vocabulary (vocab_size ${c.vocab_size})`);
+  }
+  // transformers 5 moves rope_theta and the scaling into "rope_parameters"; older files have them at the top level.
+  const rope = c.rope_parameters;
+  const ropeTheta = c.rope_theta ?? (rope?.['rope_theta'] === undefined ? 10000 : ropeNumber(file, 'rope_parameters.rope_theta', rope['rope_theta']));
   return {
     modelType: c.model_type,
     vocabSize: c.vocab_size,
@@ -90,31 +113,42 @@ export function parseConfig(json: unknown, file = 'config.json'): LlamaConfig {
     numKvHeads,
     headDim,
     rmsNormEps: c.rms_norm_eps,
-    ropeTheta: c.rope_theta,
-    ropeScaling: parseRopeScaling(c.rope_scaling, file),
+    ropeTheta,
+    ropeScaling: c.rope_scaling ? parseRopeScaling(c.rope_scaling, 'rope_scaling', file) : rope ? parseRopeScaling(rope, 'rope_parameters', file) : null,
     tieWordEmbeddings: c.tie_word_embeddings,
-    attentionBias: c.model_type === 'qwen2' || c.attention_bias,
-    maxPositionEmbeddings: c.max_position_embeddings,
-    bosTokenId: c.bos_token_id ?? null,
-    eosTokenIds: Array.isArray(eos) ? eos : [eos],
-    torchDtype: c.torch_dtype,
+    attentionBias: c.model_type === 'qwen2' || c.attention_bias, // Qwen2's q/k/v projections always carry biases
+    maxPositionEmbeddings: c.max_position_embeddings ?? DEFAULT_MAX_POSITIONS[c.model_type]!,
+    bosTokenId,
+    eosTokenIds,
+    torchDtype: c.torch_dtype ?? c.dtype ?? 'float32',
   };
 }
 
-function parseRopeScaling(s: z.infer<typeof schema>['rope_scaling'], file: string): RopeScaling {
-  if (!s) return null;
-  const type = s.rope_type ?? s.type;
-  if (type === 'linear') return { type: 'linear', factor: s.factor };
+function ropeNumber(file: string, field: string, value: unknown): number {
+  if (typeof value !== 'number' || !(value > 0)) fail(file, field, `expected a positive number (got ${JSON.stringify(value)})`);
+  return value;
+}
+
+/** rope_scaling as transformers reads it: "rope_type" (or the older "type"); llama3 needs all four of its fields. */
+function parseRopeScaling(s: Record<string, unknown>, field: string, file: string): RopeScaling {
+  const type = s['rope_type'] ?? s['type'];
+  const need = (key: string) => ropeNumber(file, `${field}.${key}`, s[key]);
+  if (type === undefined || type === 'default') return null;
+  if (type === 'linear') return { type: 'linear', factor: need('factor') };
   if (type === 'llama3') {
-    return {
-      type: 'llama3',
-      factor: s.factor,
-      lowFreqFactor: s.low_freq_factor ?? 1,
-      highFreqFactor: s.high_freq_factor ?? 4,
-      originalMaxPositionEmbeddings: s.original_max_position_embeddings ?? 8192,
+    const scaling = {
+      type: 'llama3' as const,
+      factor: need('factor'),
+      lowFreqFactor: need('low_freq_factor'),
+      highFreqFactor: need('high_freq_factor'),
+      originalMaxPositionEmbeddings: need('original_max_position_embeddings'),
     };
+    if (scaling.highFreqFactor <= scaling.lowFreqFactor) {
+      fail(file, `${field}.high_freq_factor`, `must exceed low_freq_factor (got ${scaling.highFreqFactor} and ${scaling.lowFreqFactor})`);
+    }
+    return scaling;
   }
-  return fail(file, 'rope_scaling.rope_type', `"${type}" is not supported; supported: llama3, linear, or null`);
+  return fail(file, `${field}.rope_type`, `${JSON.stringify(type)} is not supported; supported: llama3, linear, or null (no scaling)`);
 }
 
 export function configToJson(c: LlamaConfig): Record<string, unknown> {
@@ -137,6 +171,7 @@ export function configToJson(c: LlamaConfig): Record<string, unknown> {
         : scaling.type === 'linear'
           ? { rope_type: 'linear', factor: scaling.factor }
           : { rope_type: 'llama3', factor: scaling.factor, low_freq_factor: scaling.lowFreqFactor, high_freq_factor: scaling.highFreqFactor, original_max_position_embeddings: scaling.originalMaxPositionEmbeddings },
+    hidden_act: 'silu',
     tie_word_embeddings: c.tieWordEmbeddings,
     attention_bias: c.attentionBias,
     max_position_embeddings: c.maxPositionEmbeddings,

@@ -3,7 +3,8 @@
 //   base_model.model.model.layers.N.self_attn.q_proj.lora_B.weight   [out, r]
 // (mlp modules under `.mlp.`), scale alpha / r, or alpha / √r with rsLoRA. Loads in PEFT and vLLM as written.
 
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { writeJsonAtomically } from './checkpoint.js';
 import { join } from 'node:path';
 import { normalStream } from './random.js';
 import type { LlamaConfig } from './config.js';
@@ -54,6 +55,9 @@ interface PeftConfig {
   use_rslora?: boolean;
   use_dora?: boolean;
   fan_in_fan_out?: boolean;
+  bias?: string;
+  lora_bias?: boolean;
+  modules_to_save?: string[] | null;
   rank_pattern?: Record<string, number>;
   alpha_pattern?: Record<string, number>;
   layers_to_transform?: number[] | number | null;
@@ -62,13 +66,17 @@ interface PeftConfig {
 
 function readPeftConfig(file: string): PeftConfig {
   if (!existsSync(file)) throw new ModelFormatError(`${file}: missing (a PEFT adapter folder holds adapter_config.json and adapter_model.safetensors)`);
+  let json: unknown;
   try {
-    return JSON.parse(readFileSync(file, 'utf8')) as PeftConfig;
+    json = JSON.parse(readFileSync(file, 'utf8'));
   } catch (error) {
     throw new ModelFormatError(`${file}: not valid JSON (${(error as Error).message})`);
   }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new ModelFormatError(`${file}: expected a JSON object as PEFT writes it`);
+  return json as PeftConfig;
 }
 
+/** Everything in adapter_config.json that would change what the adapter computes must be something we compute. */
 function checkPeftConfig(file: string, c: PeftConfig): { rank: number; alpha: number; targets: LoraModule[]; layers: number[] | null } {
   const bad = (field: string, why: string): never => {
     throw new ModelFormatError(`${file}: field "${field}": ${why}`);
@@ -78,13 +86,24 @@ function checkPeftConfig(file: string, c: PeftConfig): { rank: number; alpha: nu
   if (typeof c.lora_alpha !== 'number') bad('lora_alpha', `must be a number, got ${JSON.stringify(c.lora_alpha)}`);
   if (c.use_dora) bad('use_dora', 'DoRA is not supported; save a plain LoRA adapter');
   if (c.fan_in_fan_out) bad('fan_in_fan_out', 'transposed (Conv1D-style) factors are not supported for Llama-family models');
+  if (c.bias !== undefined && c.bias !== 'none') bad('bias', `"${c.bias}" means the adapter trains bias vectors, which are not supported; train with bias="none"`);
+  if (c.lora_bias) bad('lora_bias', 'a bias on lora_B is not supported');
+  if (Array.isArray(c.modules_to_save) && c.modules_to_save.length > 0) {
+    bad('modules_to_save', `${c.modules_to_save.join(', ')} would replace whole base-model modules, which is not supported; only LoRA factors are`);
+  }
   if (Object.keys(c.rank_pattern ?? {}).length > 0) bad('rank_pattern', 'per-module ranks are not supported; every module must have rank r');
   if (Object.keys(c.alpha_pattern ?? {}).length > 0) bad('alpha_pattern', 'per-module alphas are not supported');
-  if (!Array.isArray(c.target_modules)) bad('target_modules', `must be a list of module names (a regex is not supported), got ${JSON.stringify(c.target_modules)}`);
-  const unknown = (c.target_modules as string[]).filter((m) => !(LORA_MODULES as readonly string[]).includes(m));
+  // PEFT's "all-linear" means every linear layer but the output head: for these models, exactly LORA_MODULES.
+  const targets = c.target_modules === 'all-linear' ? [...LORA_MODULES] : c.target_modules;
+  if (!Array.isArray(targets)) {
+    bad('target_modules', `must be a list of module names (a regex is not supported), got ${JSON.stringify(c.target_modules)}; list them instead, e.g. ["q_proj", "v_proj"]`);
+  }
+  const unknown = (targets as string[]).filter((m) => !(LORA_MODULES as readonly string[]).includes(m));
   if (unknown.length > 0) bad('target_modules', `${unknown.join(', ')} not supported; choose from ${LORA_MODULES.join(', ')}`);
-  const layers = c.layers_to_transform === undefined || c.layers_to_transform === null ? null : [c.layers_to_transform].flat();
-  return { rank: c.r!, alpha: c.lora_alpha!, targets: c.target_modules as LoraModule[], layers };
+  const raw = c.layers_to_transform;
+  const layers = raw === undefined || raw === null ? null : [raw].flat();
+  if (layers && !layers.every((l) => Number.isInteger(l) && l >= 0)) bad('layers_to_transform', `must be a layer index or a list of them, got ${JSON.stringify(raw)}`);
+  return { rank: c.r!, alpha: c.lora_alpha!, targets: [...new Set(targets as LoraModule[])], layers };
 }
 
 /**
@@ -108,15 +127,28 @@ export function loadPeftAdapter(dir: string, config?: LlamaConfig): LoraAdapter 
     return t.decode();
   };
   const why = config ? `r = ${rank} in adapter_config.json and the base model's dimensions` : `r = ${rank} in adapter_config.json`;
+  if (config && onlyLayers?.some((l) => l >= numLayers)) {
+    throw new ModelFormatError(`${configFile}: field "layers_to_transform": layer ${Math.max(...onlyLayers)} does not exist; the base model has ${numLayers} layers`);
+  }
+  const used = new Set<string>();
   const layers = Array.from({ length: numLayers }, (_, l) => {
     const layer: Partial<Record<LoraModule, LoraFactors>> = {};
     if (onlyLayers && !onlyLayers.includes(l)) return layer;
     for (const m of targets) {
       const shape = config ? loraModuleShape(config, m) : undefined;
-      layer[m] = { a: factor(peftKey(l, m, 'A'), [rank, shape?.inFeatures ?? null], why), b: factor(peftKey(l, m, 'B'), [shape?.outFeatures ?? null, rank], why) };
+      const [keyA, keyB] = [peftKey(l, m, 'A'), peftKey(l, m, 'B')];
+      layer[m] = { a: factor(keyA, [rank, shape?.inFeatures ?? null], why), b: factor(keyB, [shape?.outFeatures ?? null, rank], why) };
+      used.add(keyA).add(keyB);
     }
     return layer;
   });
+  // A tensor nothing above read means the file and its config disagree (another base model's depth, a module
+  // left out of target_modules): loading the rest would silently compute a different adapter.
+  const stray = [...tensors.keys()].find((k) => !used.has(k));
+  if (stray !== undefined) {
+    const layerCount = config ? `the base model's ${numLayers} layers` : `${numLayers} layers`;
+    throw new ModelFormatError(`${weightsFile}: tensor "${stray}" is not part of the adapter adapter_config.json describes (target_modules ${targets.join(', ')}, ${onlyLayers ? `layers ${onlyLayers.join(', ')}` : layerCount})`);
+  }
   return { rank, alpha, useRslora: peft.use_rslora ?? false, targetModules: [...targets], layers, baseModel: peft.base_model_name_or_path ?? null };
 }
 
@@ -125,9 +157,17 @@ export function savePeftAdapter(dir: string, adapter: LoraAdapter, options: { dt
   const dtype = options.dtype ?? 'F32';
   const tensors: TensorToWrite[] = [];
   adapter.layers.forEach((layer, l) => {
+    // adapter_config.json can only say "these modules, in these layers": a layer has all targets or none.
+    const present = adapter.targetModules.filter((m) => layer[m]);
+    if (present.length > 0 && present.length < adapter.targetModules.length) {
+      throw new RangeError(`${dir}: layer ${l} has LoRA factors for ${present.join(', ')} but not for all of target_modules (${adapter.targetModules.join(', ')}); PEFT's adapter_config.json cannot express that`);
+    }
     for (const m of adapter.targetModules) {
       const f = layer[m];
       if (!f) continue;
+      if (f.a.length % adapter.rank !== 0 || f.b.length % adapter.rank !== 0) {
+        throw new RangeError(`${dir}: layer ${l} ${m}: factors of ${f.a.length} and ${f.b.length} values are not [rank, in] and [out, rank] for rank ${adapter.rank}`);
+      }
       const inFeatures = f.a.length / adapter.rank;
       const outFeatures = f.b.length / adapter.rank;
       tensors.push({ name: peftKey(l, m, 'A'), dtype, shape: [adapter.rank, inFeatures], data: f.a });
@@ -157,7 +197,7 @@ export function savePeftAdapter(dir: string, adapter: LoraAdapter, options: { dt
     auto_mapping: null,
   };
   writeSafetensors(join(dir, 'adapter_model.safetensors'), tensors, { format: 'pt' });
-  writeFileSync(join(dir, 'adapter_config.json'), `${JSON.stringify(config, null, 2)}\n`);
+  writeJsonAtomically(join(dir, 'adapter_config.json'), config);
 }
 
 /** 'peft': A uniform in ±1/√in, B = 0 (the delta starts at zero, as PEFT does); 'gaussian': both random. */

@@ -38,7 +38,7 @@ export function loadTokenizer(file: string): TextTokenizer {
   } catch (error) {
     throw new ModelFormatError(`${file}: not a tokenizer this library can load (${(error as Error).message})`);
   }
-  const model = json.model as { vocab?: Record<string, number> | unknown[] } | undefined;
+  const model = json.model as { type?: string; vocab?: Record<string, number> | unknown[]; merges?: unknown[]; unk_token?: string | null } | undefined;
   const added = (json.added_tokens ?? []) as Array<{ id: number; content: string }>;
   const vocabEntries = Array.isArray(model?.vocab) ? model.vocab.length : Object.keys(model?.vocab ?? {}).length;
   const vocabSize = Math.max(vocabEntries, ...added.map((t) => t.id + 1));
@@ -47,19 +47,44 @@ export function loadTokenizer(file: string): TextTokenizer {
     const value = config[key];
     return typeof value === 'string' ? value : (value as { content?: string } | undefined)?.content;
   };
+  // A BPE model without merges or an unknown token (the character-level layout below) silently drops characters
+  // outside its vocabulary; for arithmetic text that would change the meaning, so encode refuses them instead.
+  // (Byte-level tokenizers such as Qwen's and Llama 3's cover every input and are never refused.)
+  const characterLevel = model?.type === 'BPE' && (model.merges?.length ?? 0) === 0 && !model.unk_token;
+  const encode = (text: string): number[] => {
+    const encoding = tokenizer.encode(text, { add_special_tokens: false });
+    if (characterLevel && encoding.tokens.join('') !== text) {
+      const missing = [...text].find((c) => tokenizer.token_to_id(c) === undefined) ?? '';
+      const code = missing.codePointAt(0)?.toString(16).toUpperCase().padStart(4, '0');
+      throw new ModelFormatError(`${file}: no token for the character ${JSON.stringify(missing)} (U+${code}) in ${JSON.stringify(text.slice(0, 60))}; this character-level tokenizer covers ${JSON.stringify(characterVocabulary(model))}`);
+    }
+    return encoding.ids;
+  };
   return {
-    encode: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
-    // No clean-up of "spaces before punctuation": in arithmetic text " ?" and " ," are meant.
-    decode: (ids) => tokenizer.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false }),
+    encode,
+    // Ids the tokenizer does not know (a model's vocab_size is often padded past the tokenizer's) decode to
+    // nothing, as in Hugging Face tokenizers. No clean-up of "spaces before punctuation": in arithmetic text
+    // " ?" and " ," are meant.
+    decode: (ids) => (ids.length === 0 ? '' : tokenizer.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false })),
     vocabSize,
     bosTokenId: idOf(special('bos_token') ?? added.find((t) => /^<(bos|s)>$/.test(t.content))?.content),
     eosTokenId: idOf(special('eos_token') ?? added.find((t) => /^<(eos|\/s)>$/.test(t.content))?.content),
   };
 }
 
-/** A character-level tokenizer.json: specials take ids 0.., then one id per character of `alphabet`. */
+function characterVocabulary(model: { vocab?: Record<string, number> | unknown[] }): string {
+  const tokens = Array.isArray(model.vocab) ? [] : Object.keys(model.vocab ?? {});
+  return tokens.filter((t) => [...t].length === 1).join('');
+}
+
+/**
+ * A character-level tokenizer.json: specials take ids 0.., then one id per distinct character of `alphabet`.
+ * A BPE model with single characters as its vocabulary and no merges encodes text character by character in
+ * every Hugging Face tokenizers implementation. A special named `<unk>` becomes the unknown token (then
+ * characters outside the alphabet encode to it instead of being refused by `loadTokenizer`).
+ */
 export function charTokenizerJson(alphabet: string, specials: string[] = CHAR_SPECIALS): object {
-  const characters = [...new Set(alphabet)];
+  const characters = [...new Set(alphabet)].filter((c) => !specials.includes(c));
   const vocab: Record<string, number> = {};
   specials.forEach((s, i) => (vocab[s] = i));
   characters.forEach((c, i) => (vocab[c] = specials.length + i));
@@ -72,6 +97,21 @@ export function charTokenizerJson(alphabet: string, specials: string[] = CHAR_SP
     pre_tokenizer: null,
     post_processor: null,
     decoder: { type: 'Fuse' },
-    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, ignore_merges: false, vocab, merges: [] },
+    model: { type: 'BPE', dropout: null, unk_token: specials.includes('<unk>') ? '<unk>' : null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, ignore_merges: false, vocab, merges: [] },
+  };
+}
+
+/**
+ * The tokenizer_config.json transformers' AutoTokenizer needs beside a tokenizer.json that has no Python class of
+ * its own: PreTrainedTokenizerFast, with the special tokens named after their usual spellings.
+ */
+export function tokenizerConfigFor(tokenizerJson: object): Record<string, unknown> {
+  const added = ((tokenizerJson as { added_tokens?: unknown }).added_tokens ?? []) as Array<{ content?: unknown }>;
+  const find = (pattern: RegExp) => added.map((t) => t.content).find((c): c is string => typeof c === 'string' && pattern.test(c));
+  const roles = { bos_token: find(/^<(bos|s)>$/), eos_token: find(/^<(eos|\/s)>$/), pad_token: find(/^<pad>$/), unk_token: find(/^<unk>$/) };
+  return {
+    tokenizer_class: 'PreTrainedTokenizerFast',
+    clean_up_tokenization_spaces: false,
+    ...Object.fromEntries(Object.entries(roles).filter(([, v]) => v !== undefined)),
   };
 }
