@@ -10,14 +10,12 @@ import { parseArgs } from 'node:util';
 import type { Backend, WeightStorage } from '../src/backend/backend.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import { randomModel } from '../src/model/checkpoint.js';
-import { TINY_CONFIGS, type LlamaConfig } from '../src/model/config.js';
+import type { LlamaConfig } from '../src/model/config.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, loraModuleShape, randomAdapter } from '../src/model/peft.js';
+import { presetConfig } from './presets.js';
 
-/** Small enough for lavapipe (software Vulkan) to finish in a few minutes. */
-const BENCH_SMALL: LlamaConfig = { ...TINY_CONFIGS['qwen2-tiny']!, vocabSize: 4096, hiddenSize: 256, intermediateSize: 704, numLayers: 4, numHeads: 4, numKvHeads: 2, headDim: 64 };
-const PRESETS: Record<string, LlamaConfig> = { 'bench-small': BENCH_SMALL, ...TINY_CONFIGS };
 const SHAPES: Array<[batch: number, adapters: number]> = [[1, 1], [8, 1], [8, 8], [32, 1], [32, 8], [32, 32]];
 
 const { values: args } = parseArgs({
@@ -99,8 +97,7 @@ async function streamingGBPerS(b: Backend): Promise<number> {
 }
 
 async function main() {
-  const config = PRESETS[args.preset!];
-  if (!config) throw new Error(`--preset: unknown "${args.preset}"; choose one of ${Object.keys(PRESETS).join(', ')}`);
+  const config = presetConfig(args.preset!);
   const [promptLen, steps, rank] = [Number(args.prompt), Number(args.decode), Number(args.rank)];
   const storage = args.weights as WeightStorage;
   const backend = await openBackend(args.backend as BackendChoice);

@@ -9,7 +9,7 @@ import { loadModel } from '../src/model/checkpoint.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { LoraBank } from '../src/model/lora-bank.js';
 import { readNpy } from '../src/model/npy.js';
-import { loadPeftAdapter } from '../src/model/peft.js';
+import { loadPeftAdapter, type LoraAdapter, type LoraModule } from '../src/model/peft.js';
 import { maxAbs, maxAbsDiff } from './reference-llama.js';
 import { gpu } from './webgpu.js';
 
@@ -85,6 +85,55 @@ describe('populora logits', () => {
     const run = populora('logits', '--model', modelDir, '--adapter', broken, '--tokens', '1', '--backend', 'cpu', '--out', join(dir, 'x.npy'));
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/^populora: .*lora_[AB]\.weight.*(\[8, 64\]|\[\d+, 8\])/);
+  });
+});
+
+/** Σ_{t>=1} log p(tokens[t] | tokens[<t]) on the CPU through an adapter. */
+async function logLikelihood(tokens: number[], adapter: LoraAdapter): Promise<number> {
+  const { config, weights } = loadModel(modelDir);
+  const cpu = new CpuBackend();
+  const bank = new LoraBank(cpu, config, 1, adapter.rank, adapter.targetModules);
+  bank.load(0, adapter);
+  const logits = await LlamaModel.upload(cpu, config, weights).logits(tokens, 0, bank);
+  const V = config.vocabSize;
+  let total = 0;
+  for (let t = 1; t < tokens.length; t++) {
+    const row = Array.from(logits.subarray((t - 1) * V, t * V));
+    const max = Math.max(...row);
+    total += row[tokens[t]!]! - max - Math.log(row.reduce((s, z) => s + Math.exp(z - max), 0));
+  }
+  return total;
+}
+
+describe('populora grad', () => {
+  it('writes the log-likelihood gradient in the adapter\'s PEFT layout; a step along it changes the log-likelihood by its norm', async () => {
+    const out = join(dir, 'grad');
+    const tokens = [1, 9, 4, 22, 7];
+    const run = populora('grad', '--model', modelDir, '--adapter', adapterDir, '--tokens', tokens.join(','), '--backend', 'cpu', '--out-dir', out);
+    expect(run.code, run.stderr).toBe(0);
+    const { config } = loadModel(modelDir);
+    const [adapter, gradient] = [loadPeftAdapter(adapterDir, config), loadPeftAdapter(out, config)];
+    expect({ ...gradient, layers: undefined }).toEqual({ ...adapter, layers: undefined, baseModel: modelDir });
+    const factors = (a: LoraAdapter) => a.layers.flatMap((l) => Object.values(l)).flatMap((f) => [f.a, f.b]);
+    factors(gradient).forEach((g, i) => expect(g.length).toBe(factors(adapter)[i]!.length));
+    const norm = Math.sqrt(factors(gradient).reduce((s, g) => s + g.reduce((q, v) => q + v * v, 0), 0));
+    // Directional derivative along the unit gradient: (f(θ + εu) - f(θ - εu)) / 2ε = |∇f|.
+    const step = (sign: number) => ({ ...adapter, layers: adapter.layers.map((l, i) => Object.fromEntries(Object.entries(l).map(([m, f]) => {
+      const g = gradient.layers[i]![m as LoraModule]!;
+      return [m, { a: f.a.map((v, k) => v + (sign * 1e-2 * g.a[k]!) / norm), b: f.b.map((v, k) => v + (sign * 1e-2 * g.b[k]!) / norm) }];
+    }))) });
+    const directional = ((await logLikelihood(tokens, step(1))) - (await logLikelihood(tokens, step(-1)))) / 2e-2;
+    expect(Math.abs(directional - norm)).toBeLessThanOrEqual(0.01 * norm);
+  });
+
+  it('rejects a single token and a missing adapter by name', () => {
+    const one = populora('grad', '--model', modelDir, '--adapter', adapterDir, '--tokens', '5', '--backend', 'cpu', '--out-dir', join(dir, 'g1'));
+    expect(one.code).toBe(1);
+    expect(one.stderr).toMatch(/^populora: --tokens: 1 token\(s\) given; at least 2 are needed/);
+    const missing = populora('grad', '--model', modelDir, '--adapter', join(dir, 'nowhere'), '--tokens', '5,6', '--backend', 'cpu', '--out-dir', join(dir, 'g2'));
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/nowhere.*adapter_config\.json: missing/);
+    expect(missing.stderr).not.toMatch(/at .*\.js:\d+/);
   });
 });
 

@@ -7,9 +7,9 @@ import type { LoraModule } from '../src/model/peft.js';
 
 type Matrix = Float64Array; // row-major
 /** Added to the named weight of the given layer before use: [out, in]. */
-export type DeltaFn = (layer: number, module: LoraModule) => Float32Array | undefined;
+export type DeltaFn = (layer: number, module: LoraModule) => ArrayLike<number> | undefined;
 
-function linear(x: Matrix, T: number, K: number, w: Float32Array, N: number, delta?: Float32Array, bias?: Float32Array): Matrix {
+function linear(x: Matrix, T: number, K: number, w: Float32Array, N: number, delta?: ArrayLike<number>, bias?: Float32Array): Matrix {
   const y = new Float64Array(T * N);
   for (let t = 0; t < T; t++)
     for (let n = 0; n < N; n++) {

@@ -88,6 +88,54 @@ export interface Backend {
   // One token per row from logits [M, V], drawn with a counter-based hash of (seed, requestId, position).
   // mask (optional): u32 [M, ceil(V / 32)], bit v of row m set = token v allowed.
   sample(logits: Tensor, rows: readonly SampleRow[], mask?: Tensor): Tensor;
+
+  // ---- Backward ops (training; src/train/). Every reduction runs in a fixed order: no atomics. ----
+
+  // out: [T, 2] = (log softmax(logits[t])[targets[t]], entropy of softmax(logits[t]))   logits: [T, V]
+  logProbs(logits: Tensor, targets: Tensor): Tensor;
+  // dL/dlogits [T, V] for L = -Σ_t (logpWeight[t] · log p_t[targets[t]] + entropyWeight[t] · H(p_t)):
+  //   = -logpWeight[t] · (onehot - p) + entropyWeight[t] · p · (log p + H)
+  logitsBackward(logits: Tensor, targets: Tensor, logpWeight: Tensor, entropyWeight: Tensor): Tensor;
+  // dx: [T, K] = dy · w                      dy: [T, N], w: [N, K] weight (the input gradient of matmul)
+  matmulBackward(dy: Tensor, w: Tensor): Tensor;
+  // Segmented sum of outer products, the weight gradient of a linear layer per segment:
+  //   out[s·I + i, j] = scales[s] · Σ_{p in offsets[s] .. offsets[s+1]} u[order[p], i] · v[order[p], j]
+  // u: [T, I], v: [T, J], order: i32 [P] (row indices), offsets: i32 [S + 1], scales: [S] (1 when absent).
+  // Sums run in `order`: a segment's result does not depend on the other segments.
+  outerProductSum(u: Tensor, v: Tensor, order: Tensor, offsets: Tensor, scales?: Tensor): Tensor;
+  // dx: [T, D] of out = x / rms(x) * weight, given dy: [T, D]
+  rmsNormBackward(dy: Tensor, x: Tensor, weight: Tensor, eps: number): Tensor;
+  // dweight: [D] = Σ_t dy[t] * x[t] / rms(x[t])   (in token order)
+  rmsNormWeightGrad(dy: Tensor, x: Tensor, eps: number): Tensor;
+  // [dgate, dup]: [T, F] each, of out = silu(gate) * up
+  swigluBackward(dy: Tensor, gate: Tensor, up: Tensor): [Tensor, Tensor];
+  // Causal attention over packed sequences in token layout, and its backward. Token t belongs to the sequence
+  // of tokens t - positions[t] .. seqEnds[t] - 1 (positions count from 0 within each sequence).
+  // q: [T, heads·hd], k, v: [T, kvHeads·hd] -> out: [T, heads·hd]   (same maths as `attention`)
+  attentionPacked(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, heads: number, kvHeads: number): Tensor;
+  // [dq, dk, dv] of attentionPacked given dOut and its output `out`.
+  attentionBackward(dOut: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, positions: Tensor, seqEnds: Tensor, heads: number, kvHeads: number): [Tensor, Tensor, Tensor];
+  // LoRA expand backward: dh[t, j] = scales[s] · Σ_n dy[t, n] · b[s·N + n, j], s = adapters[t]; 0 where s < 0.
+  // dy: [T, N], b: [slots·N, rank] -> dh: [T, rank]
+  loraExpandBackward(dy: Tensor, b: Tensor, adapters: Tensor, scales: Tensor, rank: number): Tensor;
+  // LoRA shrink backward: dx[t, k] += Σ_j dh[t, j] · a[s·rank + j, k], s = adapters[t] >= 0.
+  // dx: [T, K], dh: [T, rank], a: [slots·rank, K]
+  loraShrinkBackwardInPlace(dx: Tensor, dh: Tensor, a: Tensor, adapters: Tensor): void;
+  // out: [S] = Σ of x² over each run of `slotSize` elements of x (flat), S = numel(x) / slotSize.
+  sumSquaresBySlot(x: Tensor, slotSize: number): Tensor;
+  // AdamW on param, in place, with moments m and v (all f32, same size). Element i belongs to slot
+  // s = floor(i / slotSize); slotParams: [S, 4] = (lr, gradScale, 1 / (1 - beta1^step), 1 / (1 - beta2^step)).
+  //   g = grad · gradScale;  m = b1·m + (1-b1)·g;  v = b2·v + (1-b2)·g²
+  //   param -= lr · (m·c1 / (sqrt(v·c2) + eps) + weightDecay · param)
+  // A slot with lr = 0 is left untouched (its moments too).
+  adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, slotSize: number, slotParams: Tensor, hyper: AdamWHyper): void;
+}
+
+export interface AdamWHyper {
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
 }
 
 export function numel(shape: readonly number[]): number {

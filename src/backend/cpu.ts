@@ -4,30 +4,8 @@
 import { assert, numel, type Backend, type KvCache, type SampleRow, type Tensor, type WeightStorage } from './backend.js';
 import { roundToF16 } from './half.js';
 import { sampleRow } from './sampling.js';
-
-interface CpuTensor extends Tensor {
-  data: Float32Array | Int32Array;
-}
-
-function f32Of(t: Tensor): Float32Array {
-  const data = (t as CpuTensor).data;
-  assert(data instanceof Float32Array, `expected a float tensor, got ${t.dtype}`);
-  return data;
-}
-
-function i32Of(t: Tensor): Int32Array {
-  const data = (t as CpuTensor).data;
-  assert(data instanceof Int32Array, `expected an i32 tensor, got ${t.dtype}`);
-  return data;
-}
-
-function tensor(data: Float32Array | Int32Array, shape: readonly number[], dtype: Tensor['dtype']): CpuTensor {
-  assert(data.length === numel(shape), `data length ${data.length} does not match shape [${shape.join(', ')}]`);
-  return { data, shape: [...shape], dtype };
-}
-
-const rowsOf = (t: Tensor) => t.shape[0]!;
-const colsOf = (t: Tensor) => numel(t.shape) / t.shape[0]!;
+import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
+import * as backward from './cpu-backward.js';
 
 export class CpuBackend implements Backend {
   readonly name = 'cpu' as const;
@@ -242,4 +220,19 @@ export class CpuBackend implements Backend {
     }
     return tensor(out, [M], 'i32');
   }
+
+  // Backward ops: the maths lives in cpu-backward.ts.
+  logProbs = backward.logProbs;
+  logitsBackward = backward.logitsBackward;
+  matmulBackward = backward.matmulBackward;
+  outerProductSum = backward.outerProductSum;
+  rmsNormBackward = backward.rmsNormBackward;
+  rmsNormWeightGrad = backward.rmsNormWeightGrad;
+  swigluBackward = backward.swigluBackward;
+  attentionPacked = backward.attentionPacked;
+  attentionBackward = backward.attentionBackward;
+  loraExpandBackward = backward.loraExpandBackward;
+  loraShrinkBackwardInPlace = backward.loraShrinkBackwardInPlace;
+  sumSquaresBySlot = backward.sumSquaresBySlot;
+  adamwInPlace = backward.adamwInPlace;
 }

@@ -8,12 +8,8 @@
 import { assert, MAX_CONTEXT, numel, type Backend, type KvCache, type SampleRow, type Tensor, type WeightStorage } from './backend.js';
 import { f16BitsToF32, f32ToF16Bits } from './half.js';
 import { KernelLibrary, openDevice, releaseInstance } from './webgpu-device.js';
+import { BackwardKernels, type GpuTensor } from './webgpu-backward.js';
 import { Recorder, type Binding, type Field } from './webgpu-recorder.js';
-
-interface GpuTensor extends Tensor {
-  readonly buffer: GPUBuffer;
-  readonly bytes: number; // bytes in use (the pooled buffer may be larger)
-}
 
 const MAX_HEAD_DIM = 256; // attention.wgsl keeps the query in workgroup memory
 const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
@@ -50,6 +46,7 @@ class WebGpuBackend implements Backend {
   private readonly dummy: GPUBuffer; // bound where an optional input (bias, mask) is absent
   private readonly bindingLimit: number;
   private destroyed = false;
+  private readonly backward: BackwardKernels; // the training ops, in webgpu-backward.ts
 
   constructor(
     private readonly device: GPUDevice,
@@ -60,6 +57,15 @@ class WebGpuBackend implements Backend {
     this.recorder = new Recorder(device, kernels, validate);
     this.bindingLimit = device.limits.maxStorageBufferBindingSize;
     this.dummy = device.createBuffer({ label: 'absent input', size: 16, usage: STORAGE });
+    this.backward = new BackwardKernels({
+      recorder: this.recorder,
+      dummy: this.dummy,
+      output: (shape, dtype) => this.output(shape, dtype),
+      free: (t) => this.free(t),
+      f32: (t, what) => this.f32(t, what),
+      i32: (t, count, what) => this.i32(t, count, what),
+      weight: (t, what) => this.weight(t, what),
+    });
   }
 
   // ---- memory ----
@@ -354,4 +360,20 @@ class WebGpuBackend implements Backend {
     this.free(rowParams); // safe: a later reuse is ordered after this dispatch
     return out;
   }
+
+  // ---- backward ops (webgpu-backward.ts) ----
+
+  logProbs: Backend['logProbs'] = (...args) => this.backward.logProbs(...args);
+  logitsBackward: Backend['logitsBackward'] = (...args) => this.backward.logitsBackward(...args);
+  matmulBackward: Backend['matmulBackward'] = (...args) => this.backward.matmulBackward(...args);
+  outerProductSum: Backend['outerProductSum'] = (...args) => this.backward.outerProductSum(...args);
+  rmsNormBackward: Backend['rmsNormBackward'] = (...args) => this.backward.rmsNormBackward(...args);
+  rmsNormWeightGrad: Backend['rmsNormWeightGrad'] = (...args) => this.backward.rmsNormWeightGrad(...args);
+  swigluBackward: Backend['swigluBackward'] = (...args) => this.backward.swigluBackward(...args);
+  attentionPacked: Backend['attentionPacked'] = (...args) => this.backward.attentionPacked(...args);
+  attentionBackward: Backend['attentionBackward'] = (...args) => this.backward.attentionBackward(...args);
+  loraExpandBackward: Backend['loraExpandBackward'] = (...args) => this.backward.loraExpandBackward(...args);
+  loraShrinkBackwardInPlace: Backend['loraShrinkBackwardInPlace'] = (...args) => this.backward.loraShrinkBackwardInPlace(...args);
+  sumSquaresBySlot: Backend['sumSquaresBySlot'] = (...args) => this.backward.sumSquaresBySlot(...args);
+  adamwInPlace: Backend['adamwInPlace'] = (...args) => this.backward.adamwInPlace(...args);
 }

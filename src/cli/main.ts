@@ -8,6 +8,7 @@ import { runDemo } from './demo.js';
 import { crossoverCommand, mutateCommand } from './evolve-commands.js';
 import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } from './model-commands.js';
 import { runCommand } from './run-command.js';
+import { gradCommand } from './train-commands.js';
 
 const integer = (name: string) => (value: string) => {
   const n = Number(value);
@@ -34,6 +35,17 @@ program
   .addOption(backendOption())
   .addOption(storageOption())
   .action(runCommand(logitsCommand));
+
+program
+  .command('grad')
+  .description('write the gradient of a sequence\'s log-likelihood with respect to every LoRA factor, as a PEFT adapter')
+  .requiredOption('--model <dir>', 'Hugging Face model folder (config.json, model.safetensors)')
+  .requiredOption('--adapter <dir>', 'PEFT LoRA adapter folder')
+  .requiredOption('--tokens <ids>', 'comma-separated token ids, e.g. 1,2,3,4 (the gradient is of Σ_{t>=1} log p(token_t | tokens_<t))')
+  .requiredOption('--out-dir <dir>', 'output folder: adapter_model.safetensors + adapter_config.json, same keys and shapes as the adapter')
+  .addOption(backendOption())
+  .addOption(storageOption())
+  .action(runCommand(gradCommand));
 
 program
   .command('generate')

@@ -14,7 +14,7 @@ import type { StoredDType } from '../model/safetensors.js';
 import { ARITH_ALPHABET, charTokenizerJson, loadTokenizer } from '../model/tokenizer.js';
 import { UsageError } from './run-command.js';
 
-interface ModelOptions {
+export interface ModelOptions {
   model: string;
   adapter?: string;
   backend: BackendChoice;
@@ -22,7 +22,7 @@ interface ModelOptions {
 }
 
 /** Loads a model (and optionally one adapter into bank slot 0), runs `use`, then releases the device. */
-async function withModel<T>(options: ModelOptions, use: (model: LlamaModel, bank: LoraBank | undefined, adapterSlot: number) => Promise<T>): Promise<T> {
+export async function withModel<T>(options: ModelOptions, use: (model: LlamaModel, bank: LoraBank | undefined, adapterSlot: number) => Promise<T>): Promise<T> {
   const { config, weights } = loadModel(options.model);
   const adapter = options.adapter ? loadPeftAdapter(options.adapter, config) : undefined;
   const backend: Backend = await openBackend(options.backend);
@@ -37,15 +37,20 @@ async function withModel<T>(options: ModelOptions, use: (model: LlamaModel, bank
 }
 
 export async function logitsCommand(options: ModelOptions & { tokens: string; out: string }): Promise<void> {
-  const tokens = options.tokens.split(',').map((text) => {
-    const id = Number(text.trim());
-    if (text.trim() === '' || !Number.isInteger(id)) throw new UsageError(`--tokens: "${text}" is not an integer token id (expected e.g. 1,2,3)`);
-    return id;
-  });
+  const tokens = parseTokenIds(options.tokens);
   await withModel(options, async (model, bank, slot) => {
     const logits = await model.logits(tokens, slot, bank);
     writeNpy(options.out, logits, [tokens.length, model.config.vocabSize]);
     console.log(`wrote logits [${tokens.length}, ${model.config.vocabSize}] to ${options.out} (${model.backend.deviceDescription})`);
+  });
+}
+
+/** "1,2,3" → [1, 2, 3], or a UsageError naming --tokens. */
+export function parseTokenIds(text: string): number[] {
+  return text.split(',').map((part) => {
+    const id = Number(part.trim());
+    if (part.trim() === '' || !Number.isInteger(id)) throw new UsageError(`--tokens: "${part}" is not an integer token id (expected e.g. 1,2,3)`);
+    return id;
   });
 }
 

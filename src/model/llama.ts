@@ -18,7 +18,8 @@ import { ropeTable, type LlamaConfig } from './config.js';
 import type { LoraBank } from './lora-bank.js';
 import type { LoraModule } from './peft.js';
 
-interface DeviceLayer {
+/** One decoder layer's weights on the device (read by the trainer, src/train/). */
+export interface DeviceLayer {
   inputNorm: Tensor;
   postAttentionNorm: Tensor;
   proj: Record<LoraModule, Tensor>;
@@ -46,11 +47,11 @@ export class LlamaModel {
     readonly config: LlamaConfig,
     readonly storage: WeightStorage,
     readonly maxContext: number,
-    private readonly embedTokens: Tensor,
-    private readonly layers: DeviceLayer[],
-    private readonly finalNorm: Tensor,
-    private readonly lmHead: Tensor,
-    private readonly rope: Tensor,
+    readonly embedTokens: Tensor,
+    readonly layers: DeviceLayer[],
+    readonly finalNorm: Tensor,
+    readonly lmHead: Tensor,
+    readonly rope: Tensor,
   ) {}
 
   static upload(backend: Backend, config: LlamaConfig, weights: ModelWeights, options: ModelUploadOptions = {}): LlamaModel {

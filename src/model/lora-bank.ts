@@ -13,7 +13,7 @@ import { assert, type Backend, type Tensor } from '../backend/backend.js';
 import type { LlamaConfig } from './config.js';
 import { loraModuleShape, loraScale, type LoraAdapter, type LoraModule } from './peft.js';
 
-interface ModuleBank {
+export interface ModuleBank {
   a: Tensor;
   b: Tensor;
 }
@@ -82,17 +82,26 @@ export class LoraBank {
   }
 
   /** Reads a slot's adapter back from the device (at its own rank, as loaded). */
-  async read(slot: number): Promise<LoraAdapter> {
+  read(slot: number): Promise<LoraAdapter> {
+    return this.readSlotOf(slot, (layer, module) => this.factors(layer, module));
+  }
+
+  /**
+   * Reads one slot out of tensors laid out like the bank's factors (such as their gradients), as an adapter of
+   * the slot's own rank and modules.
+   */
+  async readSlotOf(slot: number, source: (layer: number, module: LoraModule) => ModuleBank): Promise<LoraAdapter> {
     this.checkSlot(slot);
     const info = this.slotInfo[slot];
     if (!info) throw new RangeError(`adapter bank slot ${slot} is empty`);
     const r = info.rank;
     const R = this.rank;
     const layers: LoraAdapter['layers'] = Array.from({ length: this.config.numLayers }, () => ({}));
-    for (const [key, bank] of this.banks) {
+    for (const key of this.banks.keys()) {
       const [layerText, module] = key.split('.') as [string, LoraModule];
       if (!info.targetModules.includes(module)) continue;
       const { inFeatures, outFeatures } = loraModuleShape(this.config, module);
+      const bank = source(Number(layerText), module);
       const aAll = await this.backend.readF32(bank.a);
       const bAll = await this.backend.readF32(bank.b);
       const a = aAll.slice(slot * R * inFeatures, (slot * R + r) * inFeatures);
@@ -106,10 +115,26 @@ export class LoraBank {
     return { ...info, targetModules: [...info.targetModules], layers };
   }
 
-  /** y += scale · (x·Aᵀ)·Bᵀ for every row whose adapter slot is >= 0.   x: [T, in], y: [T, out] */
-  apply(y: Tensor, x: Tensor, layer: number, module: LoraModule, adapters: Tensor): void {
+  /** The factors of every slot for one (layer, module): a [S·R, in], b [S·out, R] (the trainer updates them). */
+  factors(layer: number, module: LoraModule): ModuleBank {
     const bank = this.banks.get(`${layer}.${module}`);
     assert(bank, `the LoRA bank holds no ${module} at layer ${layer}`);
+    return bank;
+  }
+
+  /** Per-slot LoRA scales [S] (alpha / r). */
+  get scaleTensor(): Tensor {
+    return this.scales;
+  }
+
+  /** The slots that hold an adapter. */
+  occupiedSlots(): number[] {
+    return this.slotInfo.flatMap((info, slot) => (info ? [slot] : []));
+  }
+
+  /** y += scale · (x·Aᵀ)·Bᵀ for every row whose adapter slot is >= 0.   x: [T, in], y: [T, out] */
+  apply(y: Tensor, x: Tensor, layer: number, module: LoraModule, adapters: Tensor): void {
+    const bank = this.factors(layer, module);
     const h = this.backend.loraShrink(x, bank.a, adapters, this.rank); // h: [T, R]
     this.backend.loraExpandInPlace(y, h, bank.b, adapters, this.scales);
     this.backend.free(h);

@@ -1,0 +1,99 @@
+// Attention backward, query side (attention_packed.wgsl's layout), for one (token t, head h):
+//   P_j = softmax_j(q_t · k_j · scale) over j = start..t,  Δ_t = dOut_t · out_t
+//   dq_t = scale · Σ_j P_j · (dOut_t · v_j - Δ_t) · k_j
+//   stats[t, h] = (max score, Σ_j e^(s_j - max), Δ_t), which attention_backward_kv.wgsl reuses.
+// Bindings: p: Params; q: [T, heads · hd]; k, v: [T, kvHeads · hd]; dOut, out: [T, heads · hd]; positions: [T] i32;
+//           dq: [T, heads · hd]; stats: [T · heads, 3]  (all f32 but positions)
+// Dispatch: T · heads workgroups of 64 threads (folded into (x, y) past 65535).
+//
+// Batch invariance: every sum has a fixed order that depends on hd and t's position only (as the forward).
+
+const THREADS: u32 = 64u;
+const MAX_CONTEXT: u32 = 4096u;
+const MAX_HEAD_DIM: u32 = 256u;
+
+struct Params { T: u32, heads: u32, kvHeads: u32, headDim: u32, scale: f32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> dOut: array<f32>;
+@group(0) @binding(5) var<storage, read> out: array<f32>;
+@group(0) @binding(6) var<storage, read> positions: array<i32>;
+@group(0) @binding(7) var<storage, read_write> dq: array<f32>;
+@group(0) @binding(8) var<storage, read_write> stats: array<f32>;
+
+var<workgroup> weights: array<f32, MAX_CONTEXT>; // e^(s_j - max), then P_j · (dOut · v_j - Δ)
+var<workgroup> query: array<f32, MAX_HEAD_DIM>;
+var<workgroup> gradient: array<f32, MAX_HEAD_DIM>; // dOut_t
+var<workgroup> partial: array<f32, THREADS>;
+
+fn combine(value: f32, lane: u32, takeMax: bool) -> f32 {
+  partial[lane] = value;
+  workgroupBarrier();
+  for (var stride = THREADS / 2u; stride > 0u; stride /= 2u) {
+    if (lane < stride) {
+      let other = partial[lane + stride];
+      partial[lane] = select(partial[lane] + other, max(partial[lane], other), takeMax);
+    }
+    workgroupBarrier();
+  }
+  let result = partial[0];
+  workgroupBarrier();
+  return result;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
+  let index = wid.x + wid.y * groups.x;
+  if (index >= p.T * p.heads) { return; }
+  let lane = lid.x;
+  let t = index / p.heads;
+  let h = index % p.heads;
+  let hd = p.headDim;
+  let width = p.kvHeads * hd;
+  let g = h / (p.heads / p.kvHeads);
+  let count = min(u32(max(positions[t], 0)), min(t, MAX_CONTEXT - 1u)) + 1u;
+  let head0 = (t + 1u - count) * width + g * hd;
+  let qBase = (t * p.heads + h) * hd;
+
+  var localDelta = 0.0;
+  for (var d = lane; d < hd; d += THREADS) {
+    query[d] = q[qBase + d];
+    gradient[d] = dOut[qBase + d];
+    localDelta = fma(dOut[qBase + d], out[qBase + d], localDelta);
+  }
+  let delta = combine(localDelta, lane, false); // its barriers publish query and gradient too
+
+  var localMax = bitcast<f32>(0xff7fffffu);
+  for (var j = lane; j < count; j += THREADS) {
+    var dot = 0.0;
+    for (var d = 0u; d < hd; d++) { dot = fma(query[d], k[head0 + j * width + d], dot); }
+    weights[j] = dot * p.scale;
+    localMax = max(localMax, weights[j]);
+  }
+  let maxScore = combine(localMax, lane, true);
+  var localSum = 0.0;
+  for (var j = lane; j < count; j += THREADS) {
+    let e = exp(weights[j] - maxScore);
+    weights[j] = e;
+    localSum += e;
+  }
+  let total = combine(localSum, lane, false);
+  for (var j = lane; j < count; j += THREADS) {
+    var dot = 0.0;
+    for (var d = 0u; d < hd; d++) { dot = fma(gradient[d], v[head0 + j * width + d], dot); }
+    weights[j] = (weights[j] / total) * (dot - delta);
+  }
+  workgroupBarrier();
+  for (var d = lane; d < hd; d += THREADS) {
+    var acc = 0.0;
+    for (var j = 0u; j < count; j++) { acc = fma(weights[j], k[head0 + j * width + d], acc); }
+    dq[qBase + d] = acc * p.scale;
+  }
+  if (lane == 0u) {
+    stats[index * 3u] = maxScore;
+    stats[index * 3u + 1u] = total;
+    stats[index * 3u + 2u] = delta;
+  }
+}

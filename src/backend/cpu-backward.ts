@@ -1,0 +1,287 @@
+// The CPU reference of the backward ops (backend.ts, "Backward ops"): the plain chain rule, f64 accumulation,
+// f32 results. The WGSL twins in kernels/ are tested against these, and these against finite differences.
+
+import { assert, numel, type AdamWHyper, type Tensor } from './backend.js';
+import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
+
+/** Softmax of one row in f64, with its log-normaliser.   row: [V] */
+function softmax(row: Float32Array): { p: Float64Array; logZ: number } {
+  let max = -Infinity;
+  for (const z of row) max = Math.max(max, z);
+  const p = new Float64Array(row.length);
+  let total = 0;
+  for (let v = 0; v < row.length; v++) total += p[v] = Math.exp(row[v]! - max);
+  for (let v = 0; v < row.length; v++) p[v] = p[v]! / total;
+  return { p, logZ: max + Math.log(total) };
+}
+
+function entropyOf(p: Float64Array): number {
+  let h = 0;
+  for (const pv of p) if (pv > 0) h -= pv * Math.log(pv);
+  return h;
+}
+
+export function logProbs(logits: Tensor, targets: Tensor): Tensor {
+  const [T, V] = [rowsOf(logits), colsOf(logits)];
+  const [zs, ys] = [f32Of(logits), i32Of(targets)];
+  assert(ys.length === T, `logProbs: ${ys.length} targets for ${T} logit rows`);
+  const out = new Float32Array(T * 2);
+  for (let t = 0; t < T; t++) {
+    const row = zs.subarray(t * V, (t + 1) * V);
+    const { p, logZ } = softmax(row);
+    out[t * 2] = row[ys[t]!]! - logZ;
+    out[t * 2 + 1] = entropyOf(p);
+  }
+  return tensor(out, [T, 2], 'f32');
+}
+
+export function logitsBackward(logits: Tensor, targets: Tensor, logpWeight: Tensor, entropyWeight: Tensor): Tensor {
+  const [T, V] = [rowsOf(logits), colsOf(logits)];
+  const [zs, ys, cw, ew] = [f32Of(logits), i32Of(targets), f32Of(logpWeight), f32Of(entropyWeight)];
+  const out = new Float32Array(T * V);
+  for (let t = 0; t < T; t++) {
+    const { p } = softmax(zs.subarray(t * V, (t + 1) * V));
+    const h = entropyOf(p);
+    for (let v = 0; v < V; v++) {
+      const pv = p[v]!;
+      const logp = pv > 0 ? Math.log(pv) : 0;
+      out[t * V + v] = -cw[t]! * ((v === ys[t] ? 1 : 0) - pv) + ew[t]! * pv * (logp + h);
+    }
+  }
+  return tensor(out, [T, V], 'f32');
+}
+
+export function matmulBackward(dy: Tensor, w: Tensor): Tensor {
+  const [T, N] = [rowsOf(dy), colsOf(dy)];
+  const [Nw, K] = w.shape as [number, number];
+  assert(N === Nw, `matmulBackward: dy has ${N} columns but the weight has ${Nw} rows`);
+  const [g, ws] = [f32Of(dy), f32Of(w)];
+  const out = new Float32Array(T * K);
+  const row = new Float64Array(K);
+  for (let t = 0; t < T; t++) {
+    row.fill(0);
+    for (let n = 0; n < N; n++) {
+      const gn = g[t * N + n]!;
+      for (let k = 0; k < K; k++) row[k] = row[k]! + gn * ws[n * K + k]!;
+    }
+    out.set(row, t * K);
+  }
+  return tensor(out, [T, K], 'f32');
+}
+
+export function outerProductSum(u: Tensor, v: Tensor, order: Tensor, offsets: Tensor, scales?: Tensor): Tensor {
+  const [I, J] = [colsOf(u), colsOf(v)];
+  assert(rowsOf(u) === rowsOf(v), `outerProductSum: u has ${rowsOf(u)} rows, v ${rowsOf(v)}`);
+  const [us, vs, rows, bounds] = [f32Of(u), f32Of(v), i32Of(order), i32Of(offsets)];
+  const S = bounds.length - 1;
+  const sc = scales ? f32Of(scales) : undefined;
+  const out = new Float32Array(S * I * J);
+  const acc = new Float64Array(I * J);
+  for (let s = 0; s < S; s++) {
+    acc.fill(0);
+    for (let p = bounds[s]!; p < bounds[s + 1]!; p++) {
+      const r = rows[p]!;
+      for (let i = 0; i < I; i++) {
+        const ui = us[r * I + i]!;
+        for (let j = 0; j < J; j++) acc[i * J + j] = acc[i * J + j]! + ui * vs[r * J + j]!;
+      }
+    }
+    const scale = sc ? sc[s]! : 1;
+    for (let e = 0; e < I * J; e++) out[s * I * J + e] = scale * acc[e]!;
+  }
+  return tensor(out, [S * I, J], 'f32');
+}
+
+function inverseRms(xs: Float32Array, t: number, D: number, eps: number): number {
+  let sumSquares = 0;
+  for (let d = 0; d < D; d++) sumSquares += xs[t * D + d]! ** 2;
+  return 1 / Math.sqrt(sumSquares / D + eps);
+}
+
+export function rmsNormBackward(dy: Tensor, x: Tensor, weight: Tensor, eps: number): Tensor {
+  // y = x·r·w, r = (mean(x²) + eps)^-½  =>  dx = r·(g∘w) - x·r³·Σ(g∘w∘x)/D
+  const [T, D] = [rowsOf(x), colsOf(x)];
+  const [g, xs, w] = [f32Of(dy), f32Of(x), f32Of(weight)];
+  const out = new Float32Array(T * D);
+  for (let t = 0; t < T; t++) {
+    const r = inverseRms(xs, t, D, eps);
+    let dot = 0;
+    for (let d = 0; d < D; d++) dot += g[t * D + d]! * w[d]! * xs[t * D + d]!;
+    for (let d = 0; d < D; d++) out[t * D + d] = r * g[t * D + d]! * w[d]! - (xs[t * D + d]! * r ** 3 * dot) / D;
+  }
+  return tensor(out, [T, D], 'f32');
+}
+
+export function rmsNormWeightGrad(dy: Tensor, x: Tensor, eps: number): Tensor {
+  const [T, D] = [rowsOf(x), colsOf(x)];
+  const [g, xs] = [f32Of(dy), f32Of(x)];
+  const acc = new Float64Array(D);
+  for (let t = 0; t < T; t++) {
+    const r = inverseRms(xs, t, D, eps);
+    for (let d = 0; d < D; d++) acc[d] = acc[d]! + g[t * D + d]! * xs[t * D + d]! * r;
+  }
+  return tensor(Float32Array.from(acc), [D], 'f32');
+}
+
+export function swigluBackward(dy: Tensor, gate: Tensor, up: Tensor): [Tensor, Tensor] {
+  // silu(g) = g·σ(g), silu'(g) = σ(g)·(1 + g·(1 - σ(g)))
+  const [dys, gs, us] = [f32Of(dy), f32Of(gate), f32Of(up)];
+  const [dGate, dUp] = [new Float32Array(gs.length), new Float32Array(gs.length)];
+  for (let i = 0; i < gs.length; i++) {
+    const sigma = 1 / (1 + Math.exp(-gs[i]!));
+    dUp[i] = dys[i]! * gs[i]! * sigma;
+    dGate[i] = dys[i]! * us[i]! * sigma * (1 + gs[i]! * (1 - sigma));
+  }
+  return [tensor(dGate, gate.shape, 'f32'), tensor(dUp, up.shape, 'f32')];
+}
+
+interface PackedAttention {
+  qs: Float32Array;
+  ks: Float32Array;
+  vs: Float32Array;
+  pos: Int32Array;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+}
+
+/** Attention probabilities of token t, head h over keys t - pos[t] .. t (f64). */
+function probabilities(a: PackedAttention, t: number, h: number): Float64Array {
+  const { qs, ks, pos, heads, kvHeads, headDim } = a;
+  const kvHead = Math.floor(h / (heads / kvHeads));
+  const start = t - pos[t]!;
+  const scale = 1 / Math.sqrt(headDim);
+  const p = new Float64Array(pos[t]! + 1);
+  for (let j = 0; j < p.length; j++) {
+    let dot = 0;
+    for (let d = 0; d < headDim; d++) dot += qs[(t * heads + h) * headDim + d]! * ks[((start + j) * kvHeads + kvHead) * headDim + d]!;
+    p[j] = dot * scale;
+  }
+  const max = Math.max(...p);
+  let total = 0;
+  for (let j = 0; j < p.length; j++) total += p[j] = Math.exp(p[j]! - max);
+  for (let j = 0; j < p.length; j++) p[j] = p[j]! / total;
+  return p;
+}
+
+function packed(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, heads: number, kvHeads: number): PackedAttention {
+  const headDim = colsOf(q) / heads;
+  assert(Number.isInteger(headDim) && colsOf(k) === kvHeads * headDim, `attention: q [${q.shape.join(', ')}] and k [${k.shape.join(', ')}] do not fit ${heads} and ${kvHeads} heads`);
+  const pos = i32Of(positions);
+  pos.forEach((p, t) => assert(p >= 0 && p <= t, `attention: position ${p} of token ${t} reaches before the batch`));
+  return { qs: f32Of(q), ks: f32Of(k), vs: f32Of(v), pos, heads, kvHeads, headDim };
+}
+
+export function attentionPacked(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, heads: number, kvHeads: number): Tensor {
+  const a = packed(q, k, v, positions, heads, kvHeads);
+  const { vs, pos, headDim } = a;
+  const T = pos.length;
+  const out = new Float32Array(T * heads * headDim);
+  for (let t = 0; t < T; t++) {
+    for (let h = 0; h < heads; h++) {
+      const p = probabilities(a, t, h);
+      const kvHead = Math.floor(h / (heads / kvHeads));
+      for (let d = 0; d < headDim; d++) {
+        let sum = 0;
+        for (let j = 0; j < p.length; j++) sum += p[j]! * vs[((t - pos[t]! + j) * kvHeads + kvHead) * headDim + d]!;
+        out[(t * heads + h) * headDim + d] = sum;
+      }
+    }
+  }
+  return tensor(out, [T, heads * headDim], 'f32');
+}
+
+export function attentionBackward(dOut: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, positions: Tensor, seqEnds: Tensor, heads: number, kvHeads: number): [Tensor, Tensor, Tensor] {
+  // S = q·kᵀ/√hd, P = softmax(S), O = P·V:  dV_j = Σ_t P_tj dO_t;  dS_tj = P_tj (dO_t·V_j - dO_t·O_t);
+  // dQ_t = Σ_j dS_tj K_j / √hd;  dK_j = Σ_t dS_tj Q_t / √hd   (GQA: a kv head sums over its query heads)
+  const a = packed(q, k, v, positions, heads, kvHeads);
+  const { qs, ks, vs, pos, headDim } = a;
+  const [g, os] = [f32Of(dOut), f32Of(out)];
+  assert(i32Of(seqEnds).length === pos.length, 'attentionBackward: one sequence end per token');
+  const T = pos.length;
+  const scale = 1 / Math.sqrt(headDim);
+  const dq = new Float32Array(T * heads * headDim);
+  const [dk, dv] = [new Float64Array(T * kvHeads * headDim), new Float64Array(T * kvHeads * headDim)];
+  for (let t = 0; t < T; t++) {
+    for (let h = 0; h < heads; h++) {
+      const p = probabilities(a, t, h);
+      const kvHead = Math.floor(h / (heads / kvHeads));
+      const qRow = (t * heads + h) * headDim;
+      let dOutDotOut = 0;
+      for (let d = 0; d < headDim; d++) dOutDotOut += g[qRow + d]! * os[qRow + d]!;
+      const dqRow = new Float64Array(headDim);
+      for (let j = 0; j < p.length; j++) {
+        const kvRow = ((t - pos[t]! + j) * kvHeads + kvHead) * headDim;
+        let dOutDotV = 0;
+        for (let d = 0; d < headDim; d++) dOutDotV += g[qRow + d]! * vs[kvRow + d]!;
+        const dScore = p[j]! * (dOutDotV - dOutDotOut) * scale;
+        for (let d = 0; d < headDim; d++) {
+          dqRow[d] = dqRow[d]! + dScore * ks[kvRow + d]!;
+          dk[kvRow + d] = dk[kvRow + d]! + dScore * qs[qRow + d]!;
+          dv[kvRow + d] = dv[kvRow + d]! + p[j]! * g[qRow + d]!;
+        }
+      }
+      dq.set(dqRow, qRow);
+    }
+  }
+  return [tensor(dq, q.shape, 'f32'), tensor(Float32Array.from(dk), k.shape, 'f32'), tensor(Float32Array.from(dv), v.shape, 'f32')];
+}
+
+export function loraExpandBackward(dy: Tensor, b: Tensor, adapters: Tensor, scales: Tensor, rank: number): Tensor {
+  const [T, N] = [rowsOf(dy), colsOf(dy)];
+  const [g, bs, ids, sc] = [f32Of(dy), f32Of(b), i32Of(adapters), f32Of(scales)];
+  const out = new Float32Array(T * rank);
+  for (let t = 0; t < T; t++) {
+    const slot = ids[t]!;
+    if (slot < 0) continue;
+    for (let j = 0; j < rank; j++) {
+      let sum = 0;
+      for (let n = 0; n < N; n++) sum += g[t * N + n]! * bs[(slot * N + n) * rank + j]!;
+      out[t * rank + j] = sc[slot]! * sum;
+    }
+  }
+  return tensor(out, [T, rank], 'f32');
+}
+
+export function loraShrinkBackwardInPlace(dx: Tensor, dh: Tensor, a: Tensor, adapters: Tensor): void {
+  const [T, K] = [rowsOf(dx), colsOf(dx)];
+  const rank = colsOf(dh);
+  const [out, hs, as, ids] = [f32Of(dx), f32Of(dh), f32Of(a), i32Of(adapters)];
+  for (let t = 0; t < T; t++) {
+    const slot = ids[t]!;
+    if (slot < 0) continue;
+    for (let k = 0; k < K; k++) {
+      let sum = 0;
+      for (let j = 0; j < rank; j++) sum += hs[t * rank + j]! * as[(slot * rank + j) * K + k]!;
+      out[t * K + k] = out[t * K + k]! + sum;
+    }
+  }
+}
+
+export function sumSquaresBySlot(x: Tensor, slotSize: number): Tensor {
+  const xs = f32Of(x);
+  assert(xs.length % slotSize === 0, `sumSquaresBySlot: ${xs.length} elements are not whole slots of ${slotSize}`);
+  const out = new Float32Array(xs.length / slotSize);
+  for (let s = 0; s < out.length; s++) {
+    let sum = 0;
+    for (let i = s * slotSize; i < (s + 1) * slotSize; i++) sum += xs[i]! ** 2;
+    out[s] = sum;
+  }
+  return tensor(out, [out.length], 'f32');
+}
+
+export function adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, slotSize: number, slotParams: Tensor, hyper: AdamWHyper): void {
+  const [ps, gs, ms, vs, sp] = [f32Of(param), f32Of(grad), f32Of(m), f32Of(v), f32Of(slotParams)];
+  assert([gs, ms, vs].every((a) => a.length === ps.length), 'adamwInPlace: param, grad, m and v differ in size');
+  assert(ps.length === numel(slotParams.shape) / 4 * slotSize, `adamwInPlace: ${ps.length} elements for ${numel(slotParams.shape) / 4} slots of ${slotSize}`);
+  const { beta1, beta2, eps, weightDecay } = hyper;
+  for (let i = 0; i < ps.length; i++) {
+    const s = Math.floor(i / slotSize);
+    const [lr, gradScale, c1, c2] = [sp[s * 4]!, sp[s * 4 + 1]!, sp[s * 4 + 2]!, sp[s * 4 + 3]!];
+    if (lr === 0) continue;
+    const g = gs[i]! * gradScale;
+    ms[i] = beta1 * ms[i]! + (1 - beta1) * g;
+    vs[i] = beta2 * vs[i]! + (1 - beta2) * g * g;
+    ps[i] = ps[i]! - lr * ((ms[i]! * c1) / (Math.sqrt(vs[i]! * c2) + eps) + weightDecay * ps[i]!);
+  }
+}

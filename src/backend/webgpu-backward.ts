@@ -1,0 +1,176 @@
+// The WebGPU backend's backward ops (backend.ts, "Backward ops"): one dispatch of a kernels/*.wgsl each (two
+// for attention and the RMSNorm weight gradient). Shapes and semantics are those of cpu-backward.ts.
+
+import { assert, numel, type AdamWHyper, type Tensor } from './backend.js';
+import type { Binding, Field, Recorder } from './webgpu-recorder.js';
+
+export interface GpuTensor extends Tensor {
+  readonly buffer: GPUBuffer;
+  readonly bytes: number;
+}
+
+/** What the backward ops use of the backend: its recorder, allocation and argument checks. */
+export interface GpuContext {
+  recorder: Recorder;
+  dummy: GPUBuffer;
+  output(shape: readonly number[], dtype?: 'f32' | 'i32'): GpuTensor;
+  free(t: Tensor): void;
+  f32(t: Tensor, what: string): GpuTensor;
+  i32(t: Tensor, count: number, what: string): GpuTensor;
+  weight(t: Tensor, what: string): { tensor: GpuTensor; WEIGHT_F16: number };
+}
+
+const MAX_HEAD_DIM = 256; // attention_backward_kv.wgsl keeps 4 · 64 accumulators per thread
+const rowsOf = (t: Tensor) => t.shape[0] ?? 1;
+const colsOf = (t: Tensor) => numel(t.shape) / Math.max(rowsOf(t), 1);
+const describe = (shape: readonly number[]) => `[${shape.join(', ')}]`;
+
+export class BackwardKernels {
+  constructor(private readonly g: GpuContext) {}
+
+  private logSoftmax(logits: Tensor, targets: Tensor, backward: boolean, logpWeight?: Tensor, entropyWeight?: Tensor): Tensor {
+    const [T, V] = [rowsOf(logits), colsOf(logits)];
+    const out = this.g.output(backward ? [T, V] : [T, 2]);
+    const weights: Binding[] = backward ? [this.g.f32(logpWeight!, 'logitsBackward: logpWeight'), this.g.f32(entropyWeight!, 'logitsBackward: entropyWeight')] : [{ buffer: this.g.dummy }, { buffer: this.g.dummy }];
+    if (backward) assert(numel(logpWeight!.shape) === T && numel(entropyWeight!.shape) === T, `logitsBackward: weights must have ${T} entries`);
+    const bindings = [this.g.f32(logits, 'logProbs: logits'), this.g.i32(targets, T, 'logProbs: targets'), ...weights, out];
+    this.g.recorder.dispatch('log_softmax', { BACKWARD: backward ? 1 : 0 }, [['u32', T], ['u32', V]], bindings, T);
+    return out;
+  }
+
+  logProbs(logits: Tensor, targets: Tensor): Tensor {
+    return this.logSoftmax(logits, targets, false);
+  }
+
+  logitsBackward(logits: Tensor, targets: Tensor, logpWeight: Tensor, entropyWeight: Tensor): Tensor {
+    return this.logSoftmax(logits, targets, true, logpWeight, entropyWeight);
+  }
+
+  matmulBackward(dy: Tensor, w: Tensor): Tensor {
+    const { tensor: weight, WEIGHT_F16 } = this.g.weight(w, 'matmulBackward: w');
+    const [T, N] = [rowsOf(dy), colsOf(dy)];
+    const [Nw, K] = weight.shape as [number, number];
+    assert(N === Nw, `matmulBackward: dy has ${N} columns but the weight has ${Nw} rows`);
+    const out = this.g.output([T, K]);
+    const tilesK = Math.ceil(K / 16);
+    const fields: Field[] = [['u32', T], ['u32', N], ['u32', K], ['u32', tilesK]];
+    this.g.recorder.dispatch('matmul_backward', { WEIGHT_F16 }, fields, [this.g.f32(dy, 'matmulBackward: dy'), weight, out], tilesK * Math.ceil(T / 16));
+    return out;
+  }
+
+  outerProductSum(u: Tensor, v: Tensor, order: Tensor, offsets: Tensor, scales?: Tensor): Tensor {
+    const [T, I, J] = [rowsOf(u), colsOf(u), colsOf(v)];
+    assert(rowsOf(v) === T, `outerProductSum: u has ${T} rows, v ${rowsOf(v)}`);
+    const S = numel(offsets.shape) - 1;
+    assert(S >= 1, 'outerProductSum: offsets needs at least 2 entries');
+    if (scales) assert(numel(scales.shape) === S, `outerProductSum: ${numel(scales.shape)} scales for ${S} segments`);
+    const out = this.g.output([S * I, J]);
+    const [tilesI, tilesJ] = [Math.ceil(I / 16), Math.ceil(J / 16)];
+    const fields: Field[] = [['u32', I], ['u32', J], ['u32', S], ['u32', tilesI], ['u32', tilesJ], ['u32', T]];
+    const bindings = [
+      this.g.f32(u, 'outerProductSum: u'), this.g.f32(v, 'outerProductSum: v'), this.g.i32(order, numel(order.shape), 'outerProductSum: order'),
+      this.g.i32(offsets, S + 1, 'outerProductSum: offsets'), scales ? this.g.f32(scales, 'outerProductSum: scales') : { buffer: this.g.dummy }, out,
+    ];
+    this.g.recorder.dispatch('outer_product_sum', { HAS_SCALES: scales ? 1 : 0 }, fields, bindings, S * tilesI * tilesJ);
+    return out;
+  }
+
+  private rmsNormRows(dy: Tensor, x: Tensor, weight: Tensor | undefined, eps: number, inverseRmsOnly: boolean): GpuTensor {
+    const [T, D] = [rowsOf(x), colsOf(x)];
+    assert(numel(dy.shape) === T * D, `rmsNormBackward: dy ${describe(dy.shape)} and x ${describe(x.shape)} differ`);
+    if (weight) assert(numel(weight.shape) === D, `rmsNormBackward: the weight has ${numel(weight.shape)} values for rows of ${D}`);
+    const out = this.g.output(inverseRmsOnly ? [T] : [T, D]);
+    const bindings = [this.g.f32(dy, 'rmsNormBackward: dy'), this.g.f32(x, 'rmsNormBackward: x'), weight ? this.g.f32(weight, 'rmsNormBackward: weight') : { buffer: this.g.dummy }, out];
+    this.g.recorder.dispatch('rmsnorm_backward', { INVERSE_RMS_ONLY: inverseRmsOnly ? 1 : 0 }, [['u32', T], ['u32', D], ['f32', eps]], bindings, T);
+    return out;
+  }
+
+  rmsNormBackward(dy: Tensor, x: Tensor, weight: Tensor, eps: number): Tensor {
+    return this.rmsNormRows(dy, x, weight, eps, false);
+  }
+
+  rmsNormWeightGrad(dy: Tensor, x: Tensor, eps: number): Tensor {
+    const [T, D] = [rowsOf(x), colsOf(x)];
+    const inverseRms = this.rmsNormRows(dy, x, undefined, eps, true);
+    const out = this.g.output([D]);
+    this.g.recorder.dispatch('rmsnorm_weight_grad', {}, [['u32', T], ['u32', D]], [this.g.f32(dy, 'rmsNormWeightGrad: dy'), this.g.f32(x, 'rmsNormWeightGrad: x'), inverseRms, out], Math.ceil(D / 256));
+    this.g.free(inverseRms); // a later reuse is ordered after this dispatch
+    return out;
+  }
+
+  swigluBackward(dy: Tensor, gate: Tensor, up: Tensor): [Tensor, Tensor] {
+    const n = numel(gate.shape);
+    assert(numel(up.shape) === n && numel(dy.shape) === n, 'swigluBackward: dy, gate and up differ in size');
+    const [dGate, dUp] = [this.g.output(gate.shape), this.g.output(up.shape)];
+    const bindings = [this.g.f32(dy, 'swigluBackward: dy'), this.g.f32(gate, 'swigluBackward: gate'), this.g.f32(up, 'swigluBackward: up'), dGate, dUp];
+    this.g.recorder.dispatch('swiglu_backward', {}, [['u32', n]], bindings, Math.ceil(n / 256));
+    return [dGate, dUp];
+  }
+
+  private attentionShape(q: Tensor, k: Tensor, positions: Tensor, heads: number, kvHeads: number): { T: number; headDim: number; fields: Field[] } {
+    const T = numel(positions.shape);
+    const headDim = numel(q.shape) / (T * heads);
+    assert(Number.isInteger(headDim) && headDim <= MAX_HEAD_DIM, `attention: q ${describe(q.shape)} is not [${T}, ${heads} * headDim <= ${MAX_HEAD_DIM}]`);
+    assert(heads % kvHeads === 0 && numel(k.shape) === T * kvHeads * headDim, `attention: k ${describe(k.shape)} is not [${T}, ${kvHeads} * ${headDim}]`);
+    return { T, headDim, fields: [['u32', T], ['u32', heads], ['u32', kvHeads], ['u32', headDim], ['f32', 1 / Math.sqrt(headDim)]] };
+  }
+
+  attentionPacked(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, heads: number, kvHeads: number): Tensor {
+    const { T, fields } = this.attentionShape(q, k, positions, heads, kvHeads);
+    const out = this.g.output(q.shape);
+    const bindings = [this.g.f32(q, 'attention: q'), this.g.f32(k, 'attention: k'), this.g.f32(v, 'attention: v'), this.g.i32(positions, T, 'attention: positions'), out];
+    this.g.recorder.dispatch('attention_packed', {}, fields, bindings, T * heads);
+    return out;
+  }
+
+  attentionBackward(dOut: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, positions: Tensor, seqEnds: Tensor, heads: number, kvHeads: number): [Tensor, Tensor, Tensor] {
+    const { T, fields } = this.attentionShape(q, k, positions, heads, kvHeads);
+    const [qs, ks, vs, gs] = [this.g.f32(q, 'attentionBackward: q'), this.g.f32(k, 'attentionBackward: k'), this.g.f32(v, 'attentionBackward: v'), this.g.f32(dOut, 'attentionBackward: dOut')];
+    const [dq, stats] = [this.g.output(q.shape), this.g.output([T * heads, 3])];
+    const queryBindings = [qs, ks, vs, gs, this.g.f32(out, 'attentionBackward: out'), this.g.i32(positions, T, 'attentionBackward: positions'), dq, stats];
+    this.g.recorder.dispatch('attention_backward_query', {}, fields, queryBindings, T * heads);
+    const [dk, dv] = [this.g.output(k.shape), this.g.output(v.shape)];
+    const kvBindings = [qs, ks, vs, gs, stats, this.g.i32(seqEnds, T, 'attentionBackward: seqEnds'), dk, dv];
+    this.g.recorder.dispatch('attention_backward_kv', {}, fields, kvBindings, T * kvHeads);
+    this.g.free(stats);
+    return [dq, dk, dv];
+  }
+
+  loraExpandBackward(dy: Tensor, b: Tensor, adapters: Tensor, scales: Tensor, rank: number): Tensor {
+    const [T, N] = [rowsOf(dy), colsOf(dy)];
+    const bank = this.g.f32(b, 'loraExpandBackward: the B bank');
+    assert(colsOf(bank) === rank && rowsOf(bank) % N === 0, `loraExpandBackward: the B bank ${describe(b.shape)} is not [slots * ${N}, ${rank}]`);
+    const out = this.g.output([T, rank]);
+    const fields: Field[] = [['u32', T], ['u32', N], ['u32', rank], ['u32', Math.min(rowsOf(bank) / N, numel(scales.shape))]];
+    const bindings = [this.g.f32(dy, 'loraExpandBackward: dy'), bank, this.g.i32(adapters, T, 'loraExpandBackward: adapters'), this.g.f32(scales, 'loraExpandBackward: scales'), out];
+    this.g.recorder.dispatch('lora_expand_backward', {}, fields, bindings, T);
+    return out;
+  }
+
+  loraShrinkBackwardInPlace(dx: Tensor, dh: Tensor, a: Tensor, adapters: Tensor): void {
+    const [T, K] = [rowsOf(dx), colsOf(dx)];
+    const rank = colsOf(dh);
+    const bank = this.g.f32(a, 'loraShrinkBackward: the A bank');
+    assert(colsOf(bank) === K && rowsOf(bank) % rank === 0, `loraShrinkBackward: the A bank ${describe(a.shape)} is not [slots * ${rank}, ${K}]`);
+    const fields: Field[] = [['u32', T], ['u32', K], ['u32', rank], ['u32', rowsOf(bank) / rank]];
+    const bindings = [this.g.f32(dh, 'loraShrinkBackward: dh'), bank, this.g.i32(adapters, T, 'loraShrinkBackward: adapters'), this.g.f32(dx, 'loraShrinkBackward: dx')];
+    this.g.recorder.dispatch('lora_shrink_backward', {}, fields, bindings, Math.ceil((T * K) / 256));
+  }
+
+  sumSquaresBySlot(x: Tensor, slotSize: number): Tensor {
+    const n = numel(x.shape);
+    assert(n % slotSize === 0, `sumSquaresBySlot: ${n} elements are not whole slots of ${slotSize}`);
+    const out = this.g.output([n / slotSize]);
+    this.g.recorder.dispatch('sum_squares', {}, [['u32', n / slotSize], ['u32', slotSize]], [this.g.f32(x, 'sumSquaresBySlot: x'), out], n / slotSize);
+    return out;
+  }
+
+  adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, slotSize: number, slotParams: Tensor, hyper: AdamWHyper): void {
+    const n = numel(param.shape);
+    assert([grad, m, v].every((t) => numel(t.shape) === n), 'adamwInPlace: param, grad, m and v differ in size');
+    assert(n === (numel(slotParams.shape) / 4) * slotSize, `adamwInPlace: ${n} elements for ${numel(slotParams.shape) / 4} slots of ${slotSize}`);
+    const fields: Field[] = [['u32', n], ['u32', slotSize], ['f32', hyper.beta1], ['f32', hyper.beta2], ['f32', hyper.eps], ['f32', hyper.weightDecay]];
+    const bindings = [this.g.f32(param, 'adamw: param'), this.g.f32(grad, 'adamw: grad'), this.g.f32(m, 'adamw: m'), this.g.f32(v, 'adamw: v'), this.g.f32(slotParams, 'adamw: slotParams')];
+    this.g.recorder.dispatch('adamw', {}, fields, bindings, Math.ceil(n / 256));
+  }
+}

@@ -1,0 +1,128 @@
+// AdamW on the device, one optimizer over many parameter tensors that each hold S "slots" (the LoRA bank: a
+// slot per adapter, laid out contiguously; full-parameter training: one slot per tensor). Per slot: its own step
+// count, learning rate, and gradient clipping by the slot's global norm over all tensors (Loshchilov & Hutter's
+// decoupled weight decay; PyTorch's AdamW update). Deterministic: norms are summed in key order on the host.
+
+import { assert, numel, type AdamWHyper, type Backend, type Tensor } from '../backend/backend.js';
+import { LORA_MODULES } from '../model/peft.js';
+import type { LoraBank } from '../model/lora-bank.js';
+import { loraGradKey, type Gradients } from './llama-backward.js';
+
+export interface AdamWOptions extends Partial<AdamWHyper> {
+  lr: number;
+  /** Clip each slot's gradient to this global L2 norm (DESIGN.md default 1.0); none when absent. */
+  maxGradNorm?: number;
+}
+
+export interface Parameter {
+  tensor: Tensor;
+  slotSize: number; // elements per slot; numel(tensor) = slots · slotSize
+}
+
+interface State extends Parameter {
+  m: Tensor;
+  v: Tensor;
+}
+
+export interface AdamWStepReport {
+  /** Per active slot, the gradient's global L2 norm before clipping. */
+  gradNorms: Map<number, number>;
+}
+
+export class AdamW {
+  private readonly states = new Map<string, State>();
+  private readonly steps: number[];
+  readonly hyper: AdamWHyper;
+
+  constructor(
+    private readonly backend: Backend,
+    parameters: Map<string, Parameter>,
+    readonly slots: number,
+    readonly options: AdamWOptions,
+  ) {
+    assert(options.lr >= 0 && Number.isFinite(options.lr), `AdamW: lr must be a finite number >= 0 (got ${options.lr})`);
+    this.hyper = { beta1: options.beta1 ?? 0.9, beta2: options.beta2 ?? 0.999, eps: options.eps ?? 1e-8, weightDecay: options.weightDecay ?? 0 };
+    for (const [key, p] of [...parameters].sort(([a], [b]) => (a < b ? -1 : 1))) {
+      assert(numel(p.tensor.shape) === slots * p.slotSize, `AdamW: ${key} has ${numel(p.tensor.shape)} elements, not ${slots} slots of ${p.slotSize}`);
+      this.states.set(key, { ...p, m: backend.zeros(p.tensor.shape), v: backend.zeros(p.tensor.shape) });
+    }
+    this.steps = new Array<number>(slots).fill(0);
+  }
+
+  /** Every LoRA factor of the bank, one slot per adapter. */
+  static forBank(backend: Backend, bank: LoraBank, numLayers: number, options: AdamWOptions): AdamW {
+    const parameters = new Map<string, Parameter>();
+    for (let layer = 0; layer < numLayers; layer++) {
+      for (const module of LORA_MODULES.filter((m) => bank.targets(m))) {
+        const { a, b } = bank.factors(layer, module);
+        parameters.set(loraGradKey(layer, module, 'a'), { tensor: a, slotSize: numel(a.shape) / bank.capacity });
+        parameters.set(loraGradKey(layer, module, 'b'), { tensor: b, slotSize: numel(b.shape) / bank.capacity });
+      }
+    }
+    return new AdamW(backend, parameters, bank.capacity, options);
+  }
+
+  /** Whole tensors, one slot each (full-parameter training). */
+  static forTensors(backend: Backend, tensors: Map<string, Tensor>, options: AdamWOptions): AdamW {
+    return new AdamW(backend, new Map([...tensors].map(([key, t]) => [key, { tensor: t, slotSize: numel(t.shape) }])), 1, options);
+  }
+
+  stepCount(slot: number): number {
+    return this.steps[slot]!;
+  }
+
+  /** One update of the `active` slots from `grads` (keys as the parameters'); other slots are untouched. */
+  async step(grads: Gradients, active: readonly number[], lr = this.options.lr): Promise<AdamWStepReport> {
+    for (const key of grads.keys()) assert(this.states.has(key), `AdamW: a gradient for ${key}, which is not a parameter`);
+    const keys = [...this.states.keys()].filter((k) => grads.has(k));
+    const squares = await Promise.all(keys.map(async (key) => {
+      const sums = this.backend.sumSquaresBySlot(grads.get(key)!, this.states.get(key)!.slotSize);
+      const values = await this.backend.readF32(sums);
+      this.backend.free(sums);
+      return values;
+    }));
+    const slotParams = new Float32Array(this.slots * 4);
+    const gradNorms = new Map<number, number>();
+    for (const slot of [...new Set(active)].sort((a, b) => a - b)) {
+      assert(slot >= 0 && slot < this.slots, `AdamW: slot ${slot} outside [0, ${this.slots})`);
+      const norm = Math.sqrt(squares.reduce((sum, values) => sum + values[slot]!, 0));
+      if (!Number.isFinite(norm)) throw new RangeError(`AdamW: the gradient of slot ${slot} is not finite (norm ${norm}); the step was not applied`);
+      gradNorms.set(slot, norm);
+      const step = ++this.steps[slot]!;
+      const clip = this.options.maxGradNorm !== undefined && norm > this.options.maxGradNorm ? this.options.maxGradNorm / (norm + 1e-6) : 1;
+      slotParams.set([lr, clip, 1 / (1 - this.hyper.beta1 ** step), 1 / (1 - this.hyper.beta2 ** step)], slot * 4);
+    }
+    const slotTensor = this.backend.upload(slotParams, [this.slots, 4]);
+    for (const key of keys) {
+      const s = this.states.get(key)!;
+      this.backend.adamwInPlace(s.tensor, grads.get(key)!, s.m, s.v, s.slotSize, slotTensor, this.hyper);
+    }
+    this.backend.free(slotTensor);
+    return { gradNorms };
+  }
+
+  /** Zeroes a slot's moments and step count (a new adapter in the slot starts fresh). */
+  resetSlot(slot: number): void {
+    for (const s of this.states.values()) {
+      const zeros = new Float32Array(s.slotSize);
+      this.backend.write(s.m, zeros, slot * s.slotSize);
+      this.backend.write(s.v, zeros, slot * s.slotSize);
+    }
+    this.steps[slot] = 0;
+  }
+
+  /** Copies a slot's moments and step count into another (a child inheriting its parent's optimizer state). */
+  async copySlot(from: number, to: number): Promise<void> {
+    for (const s of this.states.values()) {
+      for (const moment of [s.m, s.v]) {
+        const values = await this.backend.readF32(moment);
+        this.backend.write(moment, values.slice(from * s.slotSize, (from + 1) * s.slotSize), to * s.slotSize);
+      }
+    }
+    this.steps[to] = this.steps[from]!;
+  }
+
+  destroy(): void {
+    for (const s of this.states.values()) [s.m, s.v].forEach((t) => this.backend.free(t));
+  }
+}

@@ -1,0 +1,133 @@
+// The losses, as per-token weights for LlamaTrainer.backward: the backward takes
+//   L = -Σ_t (logpWeight[t] · log p_t + entropyWeight[t] · H_t)
+// so a loss only has to say, per token, dL/dlog p_t (negated) and its entropy bonus. That is computed here on
+// the host, in f64, from the log-probs of the forward pass: small arrays, plain code, no kernels.
+//
+// Policy gradient, per generated token t of sequence i with advantage A_i (γ = 1: every token gets it):
+//   ratio ρ_t = exp(log p_t - oldLogp_t)                              (1 without PPO clipping)
+//   surrogate_t = min(ρ_t·A_i, clip(ρ_t, 1-ε, 1+ε)·A_i)               (ρ_t·A_i without clipping)
+//   kl_t = exp(ref_t - log p_t) - (ref_t - log p_t) - 1             (k3 estimator, ref = base model, adapter off)
+//   loss_i,t = -surrogate_t + β·kl_t - c_H·H_t
+// reduced per adapter, so that no adapter's gradient depends on another's batch share:
+//   'token':    Σ over the adapter's generated tokens / their count
+//   'sequence': mean over the adapter's sequences of (Σ over the sequence's generated tokens / their count)
+
+import { assert } from '../backend/backend.js';
+import type { PackedBatch } from './batch.js';
+
+export interface PolicyGradientOptions {
+  reduction: 'token' | 'sequence';
+  /** PPO ratio clipping ε; needs oldLogProbs. Off when absent. */
+  clip?: number;
+  /** KL penalty β towards the base model; needs referenceLogProbs. */
+  klCoef?: number;
+  entropyCoef?: number;
+}
+
+export interface PolicyGradientInputs {
+  batch: PackedBatch;
+  /** Per sequence: the number of prompt tokens; tokens after them (the completion) are trained. */
+  promptLengths: readonly number[];
+  /** Per sequence advantage (see advantages.ts). */
+  advantages: readonly number[];
+  /** [T, 2] from the forward: log p of the next token and the entropy, per token. */
+  logProbs: Float32Array;
+  /** [T] log-probs under the policy that sampled the batch (PPO). */
+  oldLogProbs?: Float32Array;
+  /** [T] log-probs under the base model (KL penalty). */
+  referenceLogProbs?: Float32Array;
+}
+
+export interface LossWeights {
+  logpWeight: Float32Array; // [T]
+  entropyWeight: Float32Array; // [T]
+  /** The loss value, summed over adapters, and diagnostics averaged over trained tokens. */
+  loss: number;
+  klMean: number;
+  entropyMean: number;
+  clipFraction: number;
+  trainedTokens: number;
+}
+
+/** Token t predicts token t+1; it is trained when t+1 is in the completion of its sequence. */
+export function trainedTokenMask(batch: PackedBatch, promptLengths: readonly number[]): Uint8Array {
+  const mask = new Uint8Array(batch.tokens.length);
+  batch.tokens.forEach((_, t) => {
+    const s = batch.sequenceOf[t]!;
+    const promptLength = promptLengths[s]!;
+    assert(promptLength >= 1, `sequence ${s}: a prompt of at least one token is needed`);
+    const predicted = batch.positions[t]! + 1;
+    mask[t] = predicted >= promptLength && t + 1 < batch.seqEnds[t]! ? 1 : 0;
+  });
+  return mask;
+}
+
+export function policyGradientWeights(inputs: PolicyGradientInputs, options: PolicyGradientOptions): LossWeights {
+  const { batch, logProbs } = inputs;
+  const T = batch.tokens.length;
+  const sequences = batch.starts.length;
+  assert(inputs.promptLengths.length === sequences && inputs.advantages.length === sequences, 'one prompt length and one advantage per sequence');
+  if (options.clip !== undefined && !inputs.oldLogProbs) throw new RangeError('PPO clipping needs the old log-probs of the sampled tokens');
+  if (options.klCoef && !inputs.referenceLogProbs) throw new RangeError('a KL penalty needs the base model\'s log-probs');
+  const mask = trainedTokenMask(batch, inputs.promptLengths);
+  const denominator = reductionDenominators(batch, mask, options.reduction);
+  const out: LossWeights = { logpWeight: new Float32Array(T), entropyWeight: new Float32Array(T), loss: 0, klMean: 0, entropyMean: 0, clipFraction: 0, trainedTokens: 0 };
+  const [beta, entropyCoef] = [options.klCoef ?? 0, options.entropyCoef ?? 0];
+  for (let t = 0; t < T; t++) {
+    if (!mask[t]) continue;
+    const advantage = inputs.advantages[batch.sequenceOf[t]!]!;
+    const [logp, entropy] = [logProbs[t * 2]!, logProbs[t * 2 + 1]!];
+    const ratio = inputs.oldLogProbs ? Math.exp(logp - inputs.oldLogProbs[t]!) : 1;
+    // The clipped branch of min(·) is the active one (its gradient is zero) when the ratio has moved past the
+    // clip range in the advantage's direction.
+    const clipped = options.clip !== undefined && ((advantage > 0 && ratio > 1 + options.clip) || (advantage < 0 && ratio < 1 - options.clip));
+    const surrogate = (clipped ? Math.max(1 - options.clip!, Math.min(1 + options.clip!, ratio)) : ratio) * advantage;
+    const logRatioToRef = inputs.referenceLogProbs ? inputs.referenceLogProbs[t]! - logp : 0;
+    const kl = Math.exp(logRatioToRef) - logRatioToRef - 1;
+    const d = denominator[t]!;
+    // -dL/dlog p = dsurrogate/dlog p - β·dkl/dlog p,  dsurrogate = ρ·A (0 when clipped),  dkl = 1 - exp(ref - log p)
+    out.logpWeight[t] = ((clipped ? 0 : ratio * advantage) - beta * (1 - Math.exp(logRatioToRef))) / d;
+    out.entropyWeight[t] = entropyCoef / d;
+    out.loss += (-surrogate + beta * kl - entropyCoef * entropy) / d;
+    out.klMean += kl;
+    out.entropyMean += entropy;
+    out.clipFraction += clipped ? 1 : 0;
+    out.trainedTokens++;
+  }
+  const n = Math.max(out.trainedTokens, 1);
+  return { ...out, klMean: out.klMean / n, entropyMean: out.entropyMean / n, clipFraction: out.clipFraction / n };
+}
+
+/** Cross-entropy (next-token prediction) over the trained tokens, mean per token over the whole batch. */
+export function crossEntropyWeights(batch: PackedBatch, logProbs: Float32Array, promptLengths?: readonly number[]): LossWeights {
+  const mask = trainedTokenMask(batch, promptLengths ?? batch.starts.map(() => 1));
+  const count = mask.reduce((n, m) => n + m, 0);
+  assert(count > 0, 'cross-entropy: no token to predict');
+  const out: LossWeights = { logpWeight: new Float32Array(mask.length), entropyWeight: new Float32Array(mask.length), loss: 0, klMean: 0, entropyMean: 0, clipFraction: 0, trainedTokens: count };
+  mask.forEach((m, t) => {
+    if (!m) return;
+    out.logpWeight[t] = 1 / count;
+    out.loss -= logProbs[t * 2]! / count;
+    out.entropyMean += logProbs[t * 2 + 1]! / count;
+  });
+  return out;
+}
+
+/** Per token, the count it is averaged over: its adapter's trained tokens, or its sequence's times the adapter's sequences. */
+function reductionDenominators(batch: PackedBatch, mask: Uint8Array, reduction: 'token' | 'sequence'): Float64Array {
+  const tokensPerAdapter = new Map<number, number>();
+  const tokensPerSequence = new Float64Array(batch.starts.length);
+  const sequencesPerAdapter = new Map<number, Set<number>>();
+  mask.forEach((m, t) => {
+    if (!m) return;
+    const [adapter, s] = [batch.adapters[t]!, batch.sequenceOf[t]!];
+    tokensPerAdapter.set(adapter, (tokensPerAdapter.get(adapter) ?? 0) + 1);
+    tokensPerSequence[s] = tokensPerSequence[s]! + 1;
+    sequencesPerAdapter.set(adapter, (sequencesPerAdapter.get(adapter) ?? new Set()).add(s));
+  });
+  return Float64Array.from(mask, (_, t) => {
+    const adapter = batch.adapters[t]!;
+    if (reduction === 'token') return tokensPerAdapter.get(adapter) ?? 1;
+    return (tokensPerSequence[batch.sequenceOf[t]!] || 1) * (sequencesPerAdapter.get(adapter)?.size ?? 1);
+  });
+}

@@ -1,0 +1,97 @@
+// Whole training steps on top of the trainer, the objectives and AdamW: each is forward, one readback of the
+// per-token log-probs, the loss weights on the host, backward, and the optimizer update.
+
+import type { Tensor } from '../backend/backend.js';
+import type { AdamW } from './adamw.js';
+import { packSequences, type PackedBatch, type TrainSequence } from './batch.js';
+import type { LlamaTrainer, Tape, TrainMode } from './llama-backward.js';
+import { crossEntropyWeights, policyGradientWeights, type LossWeights, type PolicyGradientOptions } from './objective.js';
+
+export interface RlSample extends TrainSequence {
+  promptLength: number;
+  advantage: number;
+  /** Log-probs of the tokens as sampled ([tokens.length - 1], token i+1 given its prefix), for PPO clipping. */
+  oldLogProbs?: readonly number[];
+}
+
+export interface StepReport extends LossWeights {
+  gradNorms: Map<number, number>;
+}
+
+/** Per-token (log p of the next token, entropy) [T, 2] of a tape's logits. */
+export async function readLogProbs(trainer: LlamaTrainer, tape: Tape): Promise<Float32Array> {
+  const b = trainer.model.backend;
+  const logProbs = b.logProbs(tape.logits, tape.inputs.targets);
+  const values = await b.readF32(logProbs);
+  b.free(logProbs);
+  return values;
+}
+
+/** Log-probs [T] of the batch's next tokens with every adapter switched off (the KL reference). */
+async function baseLogProbs(trainer: LlamaTrainer, batch: PackedBatch): Promise<Float32Array> {
+  const tape = trainer.forward({ ...batch, adapters: new Int32Array(batch.tokens.length).fill(-1) });
+  try {
+    const values = await readLogProbs(trainer, tape);
+    return Float32Array.from({ length: batch.tokens.length }, (_, t) => values[t * 2]!);
+  } finally {
+    trainer.freeTape(tape);
+  }
+}
+
+/** One policy-gradient update of every adapter in the batch (LoRA mode). */
+export async function policyGradientStep(trainer: LlamaTrainer, optimizer: AdamW, samples: readonly RlSample[], options: PolicyGradientOptions): Promise<StepReport> {
+  const { config, maxContext } = trainer.model;
+  const batch = packSequences(samples, config.vocabSize, maxContext);
+  const referenceLogProbs = options.klCoef ? await baseLogProbs(trainer, batch) : undefined;
+  const oldLogProbs = options.clip === undefined ? undefined : packOldLogProbs(samples, batch);
+  const tape = trainer.forward(batch);
+  let weights: LossWeights;
+  let grads: Map<string, Tensor>;
+  try {
+    const logProbs = await readLogProbs(trainer, tape);
+    const promptLengths = samples.map((s) => s.promptLength);
+    const advantages = samples.map((s) => s.advantage);
+    weights = policyGradientWeights({ batch, promptLengths, advantages, logProbs, oldLogProbs, referenceLogProbs }, options);
+    grads = trainer.backward(tape, weights.logpWeight, weights.entropyWeight, 'lora');
+  } finally {
+    trainer.freeTape(tape);
+  }
+  return applyGradients(trainer, optimizer, grads, [...new Set(samples.map((s) => s.adapter).filter((a) => a >= 0))], weights);
+}
+
+/** One next-token cross-entropy update; 'full' trains every base weight, 'lora' the sequences' adapters. */
+export async function crossEntropyStep(trainer: LlamaTrainer, optimizer: AdamW, sequences: readonly TrainSequence[], mode: TrainMode): Promise<StepReport> {
+  const { config, maxContext } = trainer.model;
+  const batch = packSequences(sequences, config.vocabSize, maxContext);
+  const tape = trainer.forward(batch);
+  let weights: LossWeights;
+  let grads: Map<string, Tensor>;
+  try {
+    weights = crossEntropyWeights(batch, await readLogProbs(trainer, tape));
+    grads = trainer.backward(tape, weights.logpWeight, weights.entropyWeight, mode);
+  } finally {
+    trainer.freeTape(tape);
+  }
+  const active = mode === 'full' ? [0] : [...new Set(sequences.map((s) => s.adapter).filter((a) => a >= 0))];
+  return applyGradients(trainer, optimizer, grads, active, weights);
+}
+
+async function applyGradients(trainer: LlamaTrainer, optimizer: AdamW, grads: Map<string, Tensor>, active: number[], weights: LossWeights): Promise<StepReport> {
+  try {
+    const { gradNorms } = await optimizer.step(grads, active);
+    return { ...weights, gradNorms };
+  } finally {
+    grads.forEach((g) => trainer.model.backend.free(g));
+  }
+}
+
+function packOldLogProbs(samples: readonly RlSample[], batch: PackedBatch): Float32Array {
+  const out = new Float32Array(batch.tokens.length);
+  samples.forEach((sample, s) => {
+    const old = sample.oldLogProbs;
+    if (!old) throw new RangeError(`sample ${s}: PPO clipping needs oldLogProbs`);
+    if (old.length !== sample.tokens.length - 1) throw new RangeError(`sample ${s}: ${old.length} old log-probs for ${sample.tokens.length - 1} predicted tokens`);
+    out.set(old, batch.starts[s]!);
+  });
+  return out;
+}

@@ -1,0 +1,146 @@
+// The backward kernels (kernels/*.wgsl) against the CPU reference (cpu-backward.ts), on odd shapes, and their
+// batch invariance: a row, a sequence or a segment gives the same bits alone as among others.
+import seedrandom from 'seedrandom';
+import { describe, expect, it } from 'vitest';
+import type { Backend, Tensor } from '../src/backend/backend.js';
+import { CpuBackend } from '../src/backend/cpu.js';
+import { maxAbs, maxAbsDiff } from './reference-llama.js';
+import { gpu } from './webgpu.js';
+
+const cpu = new CpuBackend();
+
+function randoms(n: number, seed: string, scale = 1): Float32Array {
+  const rng = seedrandom(seed);
+  return Float32Array.from({ length: n }, () => (rng() * 2 - 1) * scale);
+}
+
+function expectClose(actual: Float32Array, expected: Float32Array, tol = 1e-4, what = ''): void {
+  expect(maxAbsDiff(actual, expected), what).toBeLessThanOrEqual(tol * (1 + maxAbs(expected)));
+}
+
+/** Runs `op` on both backends with the same host inputs, returning both results as arrays. */
+async function both(op: (b: Backend) => Tensor | Tensor[]): Promise<[Float32Array[], Float32Array[]]> {
+  const read = async (b: Backend) => Promise.all([op(b)].flat().map((t) => b.readF32(t)));
+  return [await read(gpu!), await read(cpu)];
+}
+
+const f = (b: Backend, data: Float32Array, shape: number[]) => b.upload(data, shape);
+const ids = (b: Backend, values: readonly number[]) => b.uploadI32(Int32Array.from(values), [values.length]);
+
+describe.skipIf(!gpu)('backward kernels on webgpu', () => {
+  it('log_softmax: log-probs, entropies and their gradient match the cpu; a row is the same alone', async () => {
+    for (const [T, V] of [[1, 50], [7, 301], [5, 1000]] as const) {
+      const logits = randoms(T * V, `z${V}`, 4);
+      const targets = Array.from({ length: T }, (_, t) => (t * 37) % V);
+      const [lw, ew] = [randoms(T, 'lw'), randoms(T, 'ew')];
+      const [g, c] = await both((b) => [b.logProbs(f(b, logits, [T, V]), ids(b, targets)), b.logitsBackward(f(b, logits, [T, V]), ids(b, targets), f(b, lw, [T]), f(b, ew, [T]))]);
+      expectClose(g[0]!, c[0]!, 1e-5, 'logProbs');
+      expectClose(g[1]!, c[1]!, 1e-5, 'logitsBackward');
+      const alone = await gpu!.readF32(gpu!.logitsBackward(f(gpu!, logits.slice(-V), [1, V]), ids(gpu!, targets.slice(-1)), f(gpu!, lw.slice(-1), [1]), f(gpu!, ew.slice(-1), [1])));
+      expect(alone).toEqual(g[1]!.slice(-V));
+    }
+  });
+
+  it('matmul_backward: dy·W for f32 and f16 weights matches the cpu; a row is the same alone', async () => {
+    for (const [T, N, K] of [[1, 5, 1], [7, 67, 130], [37, 130, 67]] as const) {
+      const [dy, w] = [randoms(T * N, `dy${K}`), randoms(N * K, `w${K}`)];
+      for (const storage of ['f32', 'f16'] as const) {
+        const [g, c] = await both((b) => b.matmulBackward(f(b, dy, [T, N]), b.uploadWeight(w, [N, K], storage)));
+        expectClose(g[0]!, c[0]!, 1e-5, `${storage} [${T}, ${N}, ${K}]`);
+        const alone = await gpu!.readF32(gpu!.matmulBackward(f(gpu!, dy.slice(0, N), [1, N]), gpu!.uploadWeight(w, [N, K], storage)));
+        expect(alone).toEqual(g[0]!.slice(0, K));
+      }
+    }
+  });
+
+  it('outer_product_sum: per-segment sums with scales match the cpu; a segment is the same without the others', async () => {
+    const [T, I, J] = [41, 19, 35];
+    const [u, v] = [randoms(T * I, 'u'), randoms(T * J, 'v')];
+    const order = Array.from({ length: 37 }, (_, i) => (i * 11) % T); // 4 rows left out
+    const offsets = [0, 5, 5, 30, 37]; // an empty segment too
+    const scales = Float32Array.of(1, 2, -0.5, 3);
+    const [g, c] = await both((b) => b.outerProductSum(f(b, u, [T, I]), f(b, v, [T, J]), ids(b, order), ids(b, offsets), f(b, scales, [4])));
+    expectClose(g[0]!, c[0]!, 1e-5);
+    const alone = await gpu!.readF32(gpu!.outerProductSum(f(gpu!, u, [T, I]), f(gpu!, v, [T, J]), ids(gpu!, order.slice(5, 30)), ids(gpu!, [0, 25]), f(gpu!, scales.slice(2, 3), [1])));
+    expect(alone).toEqual(g[0]!.slice(2 * I * J, 3 * I * J));
+  });
+
+  it('rmsnorm_backward and rmsnorm_weight_grad match the cpu; a row is the same alone', async () => {
+    const [T, D] = [9, 301];
+    const [dy, x, w] = [randoms(T * D, 'dy'), randoms(T * D, 'x', 2), randoms(D, 'w')];
+    const [g, c] = await both((b) => [b.rmsNormBackward(f(b, dy, [T, D]), f(b, x, [T, D]), f(b, w, [D]), 1e-6), b.rmsNormWeightGrad(f(b, dy, [T, D]), f(b, x, [T, D]), 1e-6)]);
+    expectClose(g[0]!, c[0]!, 1e-5, 'dx');
+    expectClose(g[1]!, c[1]!, 1e-5, 'dweight');
+    const alone = await gpu!.readF32(gpu!.rmsNormBackward(f(gpu!, dy.slice(-D), [1, D]), f(gpu!, x.slice(-D), [1, D]), f(gpu!, w, [D]), 1e-6));
+    expect(alone).toEqual(g[0]!.slice(-D));
+  });
+
+  it('swiglu_backward matches the cpu', async () => {
+    const [dy, gate, up] = [randoms(777, 'dy'), randoms(777, 'g', 4), randoms(777, 'u')];
+    const [g, c] = await both((b) => b.swigluBackward(f(b, dy, [7, 111]), f(b, gate, [7, 111]), f(b, up, [7, 111])));
+    expectClose(g[0]!, c[0]!, 1e-5, 'dGate');
+    expectClose(g[1]!, c[1]!, 1e-5, 'dUp');
+  });
+
+  it('attention forward and backward over packed sequences match the cpu; a sequence is the same alone', async () => {
+    for (const [heads, kvHeads, hd] of [[4, 2, 16], [4, 1, 67], [2, 2, 8]] as const) {
+      const lengths = [5, 1, 70, 3];
+      const positions = lengths.flatMap((L) => Array.from({ length: L }, (_, i) => i));
+      const seqEnds = lengths.flatMap((L, s) => Array(L).fill(lengths.slice(0, s + 1).reduce((a, b) => a + b, 0)) as number[]);
+      const T = positions.length;
+      const [q, k, v, dOut] = [randoms(T * heads * hd, 'q'), randoms(T * kvHeads * hd, 'k'), randoms(T * kvHeads * hd, 'v'), randoms(T * heads * hd, 'do')];
+      const run = (b: Backend, rows: [number, number]) => {
+        const [from, to] = rows;
+        const slice = (a: Float32Array, width: number) => f(b, a.slice(from * width, to * width), [to - from, width]);
+        const [qt, kt, vt] = [slice(q, heads * hd), slice(k, kvHeads * hd), slice(v, kvHeads * hd)];
+        const pos = ids(b, positions.slice(from, to));
+        const out = b.attentionPacked(qt, kt, vt, pos, heads, kvHeads);
+        return [out, ...b.attentionBackward(slice(dOut, heads * hd), qt, kt, vt, out, pos, ids(b, seqEnds.slice(from, to).map((e) => e - from)), heads, kvHeads)];
+      };
+      const [g, c] = await both((b) => run(b, [0, T]));
+      ['out', 'dq', 'dk', 'dv'].forEach((name, i) => expectClose(g[i]!, c[i]!, 1e-5, `${name} ${heads}/${kvHeads}×${hd}`));
+      const [from, to] = [6, 76]; // the 70-token sequence
+      const alone = await Promise.all(run(gpu!, [from, to]).map((t) => gpu!.readF32(t)));
+      [heads, heads, kvHeads, kvHeads].forEach((h, i) => expect(alone[i]).toEqual(g[i]!.slice(from * h * hd, to * h * hd)));
+    }
+  });
+
+  it('lora_expand_backward and lora_shrink_backward match the cpu, rows without an adapter untouched', async () => {
+    const [T, N, K, R, S] = [9, 67, 45, 5, 3];
+    const [dy, b, a, dx0] = [randoms(T * N, 'dy'), randoms(S * N * R, 'b'), randoms(S * R * K, 'a'), randoms(T * K, 'dx')];
+    const adapters = [2, -1, 0, 1, 1, 7, 0, 2, -1]; // 7: past the bank, counts as none
+    const scales = Float32Array.of(0.5, 2, 1.5);
+    const [g, c] = await both((be) => {
+      const dh = be.loraExpandBackward(f(be, dy, [T, N]), f(be, b, [S * N, R]), ids(be, adapters), f(be, scales, [S]), R);
+      const dx = f(be, dx0, [T, K]);
+      be.loraShrinkBackwardInPlace(dx, dh, f(be, a, [S * R, K]), ids(be, adapters));
+      return [dh, dx];
+    });
+    // The cpu reference treats slot 7 as out of range too only through the bank size; compare the rows it defines.
+    const rows = adapters.map((s, t) => (s >= 0 && s < S ? t : -1)).filter((t) => t >= 0);
+    for (const t of rows) {
+      expectClose(g[0]!.slice(t * R, (t + 1) * R), c[0]!.slice(t * R, (t + 1) * R), 1e-5, `dh row ${t}`);
+      expectClose(g[1]!.slice(t * K, (t + 1) * K), c[1]!.slice(t * K, (t + 1) * K), 1e-5, `dx row ${t}`);
+    }
+    for (const t of [1, 5, 8]) {
+      expect(Array.from(g[0]!.slice(t * R, (t + 1) * R))).toEqual(Array(R).fill(0));
+      expect(g[1]!.slice(t * K, (t + 1) * K)).toEqual(dx0.slice(t * K, (t + 1) * K));
+    }
+  });
+
+  it('sum_squares and adamw match the cpu over several steps, a slot with lr 0 untouched', async () => {
+    const n = 3 * 333;
+    const param0 = randoms(n, 'p');
+    const states = [gpu!, cpu].map((b) => ({ b, param: f(b, param0, [n]), m: b.zeros([n]), v: b.zeros([n]) }));
+    for (let step = 1; step <= 3; step++) {
+      const grad = randoms(n, `g${step}`);
+      const slotParams = Float32Array.of(0.01, 0.5, 1 / (1 - 0.9 ** step), 1 / (1 - 0.999 ** step), 0, 1, 1, 1, 0.02, 1, 1 / (1 - 0.9 ** step), 1 / (1 - 0.999 ** step));
+      for (const s of states) s.b.adamwInPlace(s.param, f(s.b, grad, [n]), s.m, s.v, 333, f(s.b, slotParams, [3, 4]), { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1 });
+      const [sg, sc] = [await gpu!.readF32(gpu!.sumSquaresBySlot(f(gpu!, grad, [n]), 333)), await cpu.readF32(cpu.sumSquaresBySlot(f(cpu, grad, [n]), 333))];
+      expectClose(sg, sc, 1e-5, 'sum of squares');
+    }
+    const [pg, pc] = [await gpu!.readF32(states[0]!.param), await cpu.readF32(states[1]!.param)];
+    expectClose(pg, pc, 1e-5, 'param');
+    expect(pg.slice(333, 666)).toEqual(param0.slice(333, 666));
+  });
+});
