@@ -1,0 +1,142 @@
+// The world: the one object through which everything nondeterministic passes (DESIGN.md rules 1, 4, 6).
+//   - the step counter and the named seeded streams;
+//   - message delivery between named actors (nact), each message recorded in the event log with its step;
+//   - external work (GPU batches, worker-pool verification): an actor never awaits it; it submits a job, and at
+//     the step barrier the job's result messages are delivered sorted by request id, never by completion order.
+//
+// Handlers are synchronous, so once every delivered message has been handled the system is quiescent; the
+// barrier waits for that, flushes the services with pending requests, awaits their jobs, delivers the results,
+// and repeats until nothing is pending.
+
+import { dispatch, spawn, start, stop, type Ref } from 'nact';
+import { assert } from '../backend/backend.js';
+import { EventLog } from './event-log.js';
+import { Streams } from './streams.js';
+
+/** Every message is plain data with a `type` tag. */
+export interface Message {
+  type: string;
+}
+
+/** A message produced by a job, delivered at the barrier. Ties in requestId keep submission order. */
+export interface Delivery {
+  requestId: number;
+  to: string;
+  message: Message;
+}
+
+/** An actor's handler: synchronous, returns the new state. `world` is how it sends and draws randomness. */
+export type Handler<State, Msg extends Message> = (state: State, message: Msg, world: World, self: string) => State;
+
+/** A service with requests queued until the barrier (engine, verifier): `flush` starts their job. */
+export interface Service {
+  name: string;
+  hasPending(): boolean;
+  /** Takes the pending requests and starts the work; the promise resolves to the messages it produces. */
+  flush(world: World): Promise<Delivery[]>;
+}
+
+export class ActorFailure extends Error {
+  constructor(
+    readonly actor: string,
+    readonly step: number,
+    readonly failedMessage: Message,
+    error: unknown,
+  ) {
+    super(`actor ${actor} failed at step ${step} on message "${failedMessage.type}": ${(error as Error)?.message ?? String(error)}`, { cause: error });
+  }
+}
+
+/** Most barrier rounds in one phase: a message cascade longer than this is a protocol bug, not work. */
+const MAX_BARRIER_ROUNDS = 64;
+let worldCount = 0; // names each actor system: nact keeps a process-wide map of them
+
+export class World {
+  step = 0;
+  readonly streams: Streams;
+  // nact names an unnamed system at random; its typings omit the name option.
+  private readonly system = start({ name: `populora-${worldCount++}` } as unknown as Parameters<typeof start>[0]);
+  private readonly refs = new Map<string, Ref<Message>>();
+  private readonly services: Service[] = [];
+  private inFlight = 0;
+  private nextRequestId = 0;
+  private failure: ActorFailure | null = null;
+
+  constructor(
+    seed: number,
+    readonly log: EventLog,
+  ) {
+    this.streams = new Streams(seed);
+  }
+
+  /** Spawns a named actor. Its handler runs one message at a time; a throw stops the run with its context. */
+  actor<State, Msg extends Message>(name: string, initialState: State, handler: Handler<State, Msg>): void {
+    assert(!this.refs.has(name), `two actors named ${name}`);
+    const ref = spawn(
+      this.system,
+      (state: State, message: Msg) => {
+        try {
+          return this.failure ? state : handler(state, message, this, name);
+        } catch (error) {
+          this.failure ??= new ActorFailure(name, this.step, message, error);
+          return state;
+        } finally {
+          this.inFlight--;
+        }
+      },
+      name,
+      { initialState },
+    );
+    this.refs.set(name, ref as Ref<Message>);
+  }
+
+  service(service: Service): void {
+    this.services.push(service);
+  }
+
+  /** Records and delivers a message from one actor (or "runtime") to another. */
+  send(from: string, to: string, message: Message): void {
+    const ref = this.refs.get(to);
+    if (!ref) throw new Error(`${from} sent "${message.type}" to ${to}, which does not exist`);
+    this.log.append({ step: this.step, actor: from, type: message.type, payload: { to, message } });
+    this.inFlight++;
+    dispatch(ref, message);
+  }
+
+  /** A fresh request id: ids order job results, so they are handed out in (deterministic) send order. */
+  requestId(): number {
+    return this.nextRequestId++;
+  }
+
+  /** Runs the message cascade to quiescence, including every job it starts. Throws the first actor failure. */
+  async barrier(): Promise<void> {
+    for (let round = 0; ; round++) {
+      await this.settle();
+      const ready = this.services.filter((s) => s.hasPending());
+      if (ready.length === 0) return;
+      if (round >= MAX_BARRIER_ROUNDS) throw new Error(`step ${this.step}: messages still flowing after ${MAX_BARRIER_ROUNDS} barrier rounds`);
+      const results = await Promise.all(ready.map((s) => s.flush(this)));
+      const deliveries = results.flatMap((list, i) => list.map((d) => ({ ...d, from: ready[i]!.name }))).map((d, order) => ({ ...d, order }));
+      deliveries.sort((a, b) => a.requestId - b.requestId || a.order - b.order);
+      for (const d of deliveries) this.send(d.from, d.to, d.message);
+    }
+  }
+
+  /** Waits until every delivered message has been handled (nact delivers one message per setImmediate). */
+  private async settle(): Promise<void> {
+    while (this.inFlight > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    if (this.failure) throw this.failure;
+  }
+
+  /** Ends the step: the step's events reach the disk. */
+  endStep(): void {
+    this.log.flush();
+    this.step++;
+  }
+
+  shutdown(): void {
+    for (const ref of this.refs.values()) stop(ref);
+    stop(this.system);
+    this.log.close();
+  }
+}
