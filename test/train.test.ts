@@ -90,6 +90,24 @@ describe('AdamW', () => {
   });
 });
 
+describe('AdamW slot state', () => {
+  it('copySlot makes a child continue exactly as its parent would; resetSlot starts it fresh', async () => {
+    const param = cpu.upload(Float32Array.of(1, 2, 1, 2), [2, 2]);
+    const optimizer = new AdamW(cpu, new Map([['w', { tensor: param, slotSize: 2 }]]), 2, { lr: 0.1 });
+    const grad = (values: number[]) => new Map([['w', cpu.upload(Float32Array.from(values), [2, 2])]]);
+    await optimizer.step(grad([0.5, -1, 0, 0]), [0]);
+    await optimizer.step(grad([0.2, 0.3, 0, 0]), [0]);
+    await optimizer.copySlot(0, 1);
+    cpu.write(param, (await cpu.readF32(param)).slice(0, 2), 2); // the child starts from the parent's weights
+    await optimizer.step(grad([0.1, 0.7, 0.1, 0.7]), [0, 1]);
+    const after = await cpu.readF32(param);
+    expect(after.slice(2)).toEqual(after.slice(0, 2));
+    expect(optimizer.stepCount(1)).toBe(3);
+    optimizer.resetSlot(1);
+    expect(optimizer.stepCount(1)).toBe(0);
+  });
+});
+
 /** Probability mass the model (through bank slot 0) puts on tokens below 16 after `prompt`. */
 async function targetMass(model: LlamaModel, bank: LoraBank, prompt: number[]): Promise<number> {
   const logits = await model.logits(prompt, 0, bank);
