@@ -1,0 +1,28 @@
+// Scenario files: defaults filled in, and every mistake named by file and field.
+import { describe, expect, it } from 'vitest';
+import { parseScenario } from '../src/scenario/scenario.js';
+
+const minimal = 'name: t1\nseed: 3\nsteps: 5\nmodel: { preset: tiny }\npopulation: { subpopulations: 2 }\n';
+
+describe('scenarios', () => {
+  it('fill every default of a minimal file', () => {
+    const s = parseScenario(minimal, 'min.yaml');
+    expect(s.model).toEqual({ preset: 'tiny', seed: 0 });
+    expect(s.matchmaking).toEqual({ policy: 'cross', studentsPerTask: 2 });
+    expect(s.population.lora).toEqual({ rank: 8, modules: ['q_proj', 'v_proj'], init: 'peft' });
+    expect(s.rl.entropyCoef).toBe(0.001);
+    expect(s.evolution.every).toBe(0);
+  });
+
+  it('name the file and field of each mistake', () => {
+    const cases: [string, RegExp][] = [
+      [`${minimal}stepz: 3\n`, /^bad\.yaml: field "\(top level\)": unknown field\(s\) "stepz"$/],
+      [minimal.replace('steps: 5', 'steps: -1'), /field "steps": expected an integer >= 1/],
+      [`${minimal}matchmaking: { policy: elo }\n`, /field "matchmaking.policy": expected one of self, within, cross, random, rating, pfsp/],
+      [`${minimal.replace('{ subpopulations: 2 }', '{ subpopulations: 2, lora: { modules: [q_proj, lm_head] } }')}`, /field "population.lora.modules\[1\]"/],
+      [minimal.replace('{ subpopulations: 2 }', '{ subpopulations: 1 }'), /"cross" pairs teachers with students of other sub-populations/],
+      ['name: [unclosed\n', /^bad\.yaml: not valid YAML/],
+    ];
+    for (const [text, message] of cases) expect(() => parseScenario(text, 'bad.yaml')).toThrow(message);
+  });
+});
