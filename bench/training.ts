@@ -17,7 +17,7 @@ import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, randomAdapter } from '../src/model/peft.js';
 import { AdamW } from '../src/train/adamw.js';
 import { packSequences, type TrainSequence } from '../src/train/batch.js';
-import { LlamaTrainer, type Tape } from '../src/train/llama-backward.js';
+import { LlamaTrainer, tapeTensors } from '../src/train/llama-backward.js';
 import { policyGradientStep, readLogProbs } from '../src/train/steps.js';
 import { presetConfig } from './presets.js';
 
@@ -46,7 +46,6 @@ interface Row {
 }
 
 const MiB = (tensors: Iterable<Tensor>) => [...tensors].reduce((n, t) => n + numel(t.shape) * 4, 0) / 2 ** 20;
-const tapeTensors = (tape: Tape) => [...Object.values(tape.inputs), ...tape.layers.flatMap((l) => Object.values(l)), tape.xFinal, tape.normed, tape.logits];
 
 async function timeMs(repeats: number, run: () => Promise<unknown>): Promise<number> {
   await run(); // warm-up: pipelines compile, buffers enter the pool

@@ -11,6 +11,8 @@ import { LoraBank } from '../src/model/lora-bank.js';
 import { loraModuleShape, loraScale, LORA_MODULES, randomAdapter, type LoraAdapter, type LoraModule } from '../src/model/peft.js';
 import { packSequences, type TrainSequence } from '../src/train/batch.js';
 import { LlamaTrainer, loraGradKey, type Gradients } from '../src/train/llama-backward.js';
+import { logLikelihoodWeights } from '../src/train/objective.js';
+import { gradientsOf } from '../src/train/steps.js';
 import { maxAbs, maxAbsDiff, referenceLogits, type DeltaFn } from './reference-llama.js';
 import { gpu } from './webgpu.js';
 
@@ -51,16 +53,11 @@ function tokensOf(c: LlamaConfig, n: number, seed: string): number[] {
   return Array.from({ length: n }, () => Math.floor(rng() * c.vocabSize));
 }
 
-/** Gradients of Σ log p(next token) over every sequence, on `backend`. */
-function logLikelihoodGradients(trainer: LlamaTrainer, sequences: TrainSequence[], mode: 'lora' | 'full'): Gradients {
+/** Gradients of Σ log p(next token) over every sequence, on the trainer's backend. */
+async function logLikelihoodGradients(trainer: LlamaTrainer, sequences: TrainSequence[], mode: 'lora' | 'full'): Promise<Gradients> {
   const { config, maxContext } = trainer.model;
   const batch = packSequences(sequences, config.vocabSize, maxContext);
-  const tape = trainer.forward(batch);
-  // L = -Σ w·log p with w = -1 on every predicting token: the gradient of +Σ log p.
-  const weights = Float32Array.from(batch.tokens, (_, t) => (t + 1 < batch.seqEnds[t]! ? -1 : 0));
-  const grads = trainer.backward(tape, weights, new Float32Array(weights.length), mode);
-  trainer.freeTape(tape);
-  return grads;
+  return (await gradientsOf(trainer, batch, mode, (logProbs) => logLikelihoodWeights(batch, logProbs))).grads;
 }
 
 async function slotGradient(bank: LoraBank, grads: Gradients, slot: number): Promise<LoraAdapter> {
@@ -87,7 +84,7 @@ describe.each(configs)('LoRA gradients of the %s model', (_name, c) => {
 
   it('match central finite differences of the float64 forward pass', async () => {
     const { bank, trainer } = setup(cpu, c, [adapter]);
-    const grads = await slotGradient(bank, logLikelihoodGradients(trainer, [{ tokens, adapter: 0 }], 'lora'), 0);
+    const grads = await slotGradient(bank, await logLikelihoodGradients(trainer, [{ tokens, adapter: 0 }], 'lora'), 0);
     const rng = seedrandom('entries');
     const h = 1e-4;
     for (let probe = 0; probe < 24; probe++) {
@@ -111,9 +108,9 @@ describe.each(configs)('LoRA gradients of the %s model', (_name, c) => {
     const list = adaptersFor(c);
     const { bank, trainer } = setup(cpu, c, list);
     const sequences = [0, 1, 2, 0, 2].map((slot, i) => ({ tokens: tokensOf(c, 4 + i, `mix${i}`), adapter: slot }));
-    const mixed = logLikelihoodGradients(trainer, sequences, 'lora');
+    const mixed = await logLikelihoodGradients(trainer, sequences, 'lora');
     for (const slot of [0, 1, 2]) {
-      const alone = logLikelihoodGradients(trainer, sequences.filter((s) => s.adapter === slot), 'lora');
+      const alone = await logLikelihoodGradients(trainer, sequences.filter((s) => s.adapter === slot), 'lora');
       const [fromMixed, fromAlone] = [await slotGradient(bank, mixed, slot), await slotGradient(bank, alone, slot)];
       expect(fromMixed).toEqual(fromAlone);
     }
@@ -134,7 +131,7 @@ describe.each(configs)('full-parameter gradients of the %s model', (_name, c) =>
     const model = LlamaModel.upload(cpu, c, weights, { maxContext: 64, storage: 'f32' });
     const trainer = new LlamaTrainer(model);
     const tokens = tokensOf(c, 6, 'full');
-    const grads = logLikelihoodGradients(trainer, [{ tokens, adapter: -1 }], 'full');
+    const grads = await logLikelihoodGradients(trainer, [{ tokens, adapter: -1 }], 'full');
     const probes: [string, (w: ModelWeights) => HostTensor][] = [
       ['model.embed_tokens.weight', (w) => w.embedTokens],
       ['model.norm.weight', (w) => w.norm],
@@ -167,7 +164,7 @@ describe.skipIf(!gpu)('training on webgpu', () => {
       const sequences = [0, 1, 2, 0].map((slot, i) => ({ tokens: tokensOf(c, 5 + i, `gpu${i}`), adapter: slot }));
       const onCpu = setup(cpu, c, list);
       const onGpu = setup(gpu!, c, list);
-      const [expected, actual] = [logLikelihoodGradients(onCpu.trainer, sequences, 'lora'), logLikelihoodGradients(onGpu.trainer, sequences, 'lora')];
+      const [expected, actual] = [await logLikelihoodGradients(onCpu.trainer, sequences, 'lora'), await logLikelihoodGradients(onGpu.trainer, sequences, 'lora')];
       for (const slot of [0, 1, 2]) {
         const [e, a] = [await slotGradient(onCpu.bank, expected, slot), await slotGradient(onGpu.bank, actual, slot)];
         for (const [layer, modules] of e.layers.entries()) {
@@ -178,7 +175,7 @@ describe.skipIf(!gpu)('training on webgpu', () => {
           }
         }
       }
-      const alone = logLikelihoodGradients(onGpu.trainer, sequences.filter((s) => s.adapter === 1), 'lora');
+      const alone = await logLikelihoodGradients(onGpu.trainer, sequences.filter((s) => s.adapter === 1), 'lora');
       expect(await slotGradient(onGpu.bank, alone, 1)).toEqual(await slotGradient(onGpu.bank, actual, 1));
     });
 
@@ -186,7 +183,7 @@ describe.skipIf(!gpu)('training on webgpu', () => {
       const weights = randomModel(c, 3);
       const sequences = [{ tokens: tokensOf(c, 6, 'g1'), adapter: -1 }, { tokens: tokensOf(c, 3, 'g2'), adapter: -1 }];
       const trainers = [cpu, gpu!].map((b) => new LlamaTrainer(LlamaModel.upload(b, c, weights, { maxContext: 64, storage: 'f32' })));
-      const [expected, actual] = trainers.map((t) => logLikelihoodGradients(t, sequences, 'full'));
+      const [expected, actual] = [await logLikelihoodGradients(trainers[0]!, sequences, 'full'), await logLikelihoodGradients(trainers[1]!, sequences, 'full')];
       expect([...actual!.keys()].sort()).toEqual([...expected!.keys()].sort());
       for (const [key, tensor] of expected!) {
         const [e, a] = [await cpu.readF32(tensor), await gpu!.readF32(actual!.get(key)!)];

@@ -142,6 +142,11 @@ export function numel(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
 
+/** A tensor seen as a matrix: its first dimension, and everything else flattened. */
+export const rowsOf = (t: Tensor) => t.shape[0] ?? 1;
+export const colsOf = (t: Tensor) => numel(t.shape) / Math.max(rowsOf(t), 1);
+export const describeShape = (shape: readonly number[]) => `[${shape.join(', ')}]`;
+
 export function assert(condition: unknown, message: string): asserts condition {
   if (!condition) throw new Error(`populora: invariant violated: ${message}`);
 }

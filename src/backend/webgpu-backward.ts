@@ -1,7 +1,7 @@
 // The WebGPU backend's backward ops (backend.ts, "Backward ops"): one dispatch of a kernels/*.wgsl each (two
 // for attention and the RMSNorm weight gradient). Shapes and semantics are those of cpu-backward.ts.
 
-import { assert, numel, type AdamWHyper, type Tensor } from './backend.js';
+import { assert, colsOf, describeShape, numel, rowsOf, type AdamWHyper, type Tensor } from './backend.js';
 import type { Binding, Field, Recorder } from './webgpu-recorder.js';
 
 export interface GpuTensor extends Tensor {
@@ -21,9 +21,6 @@ export interface GpuContext {
 }
 
 const MAX_HEAD_DIM = 256; // attention_backward_kv.wgsl keeps 4 · 64 accumulators per thread
-const rowsOf = (t: Tensor) => t.shape[0] ?? 1;
-const colsOf = (t: Tensor) => numel(t.shape) / Math.max(rowsOf(t), 1);
-const describe = (shape: readonly number[]) => `[${shape.join(', ')}]`;
 
 export class BackwardKernels {
   constructor(private readonly g: GpuContext) {}
@@ -77,7 +74,7 @@ export class BackwardKernels {
 
   private rmsNormRows(dy: Tensor, x: Tensor, weight: Tensor | undefined, eps: number, inverseRmsOnly: boolean): GpuTensor {
     const [T, D] = [rowsOf(x), colsOf(x)];
-    assert(numel(dy.shape) === T * D, `rmsNormBackward: dy ${describe(dy.shape)} and x ${describe(x.shape)} differ`);
+    assert(numel(dy.shape) === T * D, `rmsNormBackward: dy ${describeShape(dy.shape)} and x ${describeShape(x.shape)} differ`);
     if (weight) assert(numel(weight.shape) === D, `rmsNormBackward: the weight has ${numel(weight.shape)} values for rows of ${D}`);
     const out = this.g.output(inverseRmsOnly ? [T] : [T, D]);
     const bindings = [this.g.f32(dy, 'rmsNormBackward: dy'), this.g.f32(x, 'rmsNormBackward: x'), weight ? this.g.f32(weight, 'rmsNormBackward: weight') : { buffer: this.g.dummy }, out];
@@ -110,8 +107,8 @@ export class BackwardKernels {
   private attentionShape(q: Tensor, k: Tensor, positions: Tensor, heads: number, kvHeads: number): { T: number; headDim: number; fields: Field[] } {
     const T = numel(positions.shape);
     const headDim = numel(q.shape) / (T * heads);
-    assert(Number.isInteger(headDim) && headDim <= MAX_HEAD_DIM, `attention: q ${describe(q.shape)} is not [${T}, ${heads} * headDim <= ${MAX_HEAD_DIM}]`);
-    assert(heads % kvHeads === 0 && numel(k.shape) === T * kvHeads * headDim, `attention: k ${describe(k.shape)} is not [${T}, ${kvHeads} * ${headDim}]`);
+    assert(Number.isInteger(headDim) && headDim <= MAX_HEAD_DIM, `attention: q ${describeShape(q.shape)} is not [${T}, ${heads} * headDim <= ${MAX_HEAD_DIM}]`);
+    assert(heads % kvHeads === 0 && numel(k.shape) === T * kvHeads * headDim, `attention: k ${describeShape(k.shape)} is not [${T}, ${kvHeads} * ${headDim}]`);
     return { T, headDim, fields: [['u32', T], ['u32', heads], ['u32', kvHeads], ['u32', headDim], ['f32', 1 / Math.sqrt(headDim)]] };
   }
 
@@ -139,7 +136,7 @@ export class BackwardKernels {
   loraExpandBackward(dy: Tensor, b: Tensor, adapters: Tensor, scales: Tensor, rank: number): Tensor {
     const [T, N] = [rowsOf(dy), colsOf(dy)];
     const bank = this.g.f32(b, 'loraExpandBackward: the B bank');
-    assert(colsOf(bank) === rank && rowsOf(bank) % N === 0, `loraExpandBackward: the B bank ${describe(b.shape)} is not [slots * ${N}, ${rank}]`);
+    assert(colsOf(bank) === rank && rowsOf(bank) % N === 0, `loraExpandBackward: the B bank ${describeShape(b.shape)} is not [slots * ${N}, ${rank}]`);
     const out = this.g.output([T, rank]);
     const fields: Field[] = [['u32', T], ['u32', N], ['u32', rank], ['u32', Math.min(rowsOf(bank) / N, numel(scales.shape))]];
     const bindings = [this.g.f32(dy, 'loraExpandBackward: dy'), bank, this.g.i32(adapters, T, 'loraExpandBackward: adapters'), this.g.f32(scales, 'loraExpandBackward: scales'), out];
@@ -151,7 +148,7 @@ export class BackwardKernels {
     const [T, K] = [rowsOf(dx), colsOf(dx)];
     const rank = colsOf(dh);
     const bank = this.g.f32(a, 'loraShrinkBackward: the A bank');
-    assert(colsOf(bank) === K && rowsOf(bank) % rank === 0, `loraShrinkBackward: the A bank ${describe(a.shape)} is not [slots * ${rank}, ${K}]`);
+    assert(colsOf(bank) === K && rowsOf(bank) % rank === 0, `loraShrinkBackward: the A bank ${describeShape(a.shape)} is not [slots * ${rank}, ${K}]`);
     const fields: Field[] = [['u32', T], ['u32', K], ['u32', rank], ['u32', rowsOf(bank) / rank]];
     const bindings = [this.g.f32(dh, 'loraShrinkBackward: dh'), bank, this.g.i32(adapters, T, 'loraShrinkBackward: adapters'), this.g.f32(dx, 'loraShrinkBackward: dx')];
     this.g.recorder.dispatch('lora_shrink_backward', {}, fields, bindings, Math.ceil((T * K) / 256));

@@ -5,7 +5,7 @@
 // [rows, cols] matrices stored as u32 words: f32 bits, or two halves a word (f16), each row padded to an even
 // column count so a pair never straddles two rows.
 
-import { assert, MAX_CONTEXT, numel, type Backend, type KvCache, type SampleRow, type Tensor, type WeightStorage } from './backend.js';
+import { assert, colsOf, describeShape, MAX_CONTEXT, numel, rowsOf, type Backend, type KvCache, type SampleRow, type Tensor, type WeightStorage } from './backend.js';
 import { f16BitsToF32, f32ToF16Bits } from './half.js';
 import { KernelLibrary, openDevice, releaseInstance } from './webgpu-device.js';
 import { BackwardKernels, type GpuTensor } from './webgpu-backward.js';
@@ -21,9 +21,6 @@ function sizeClass(bytes: number): number {
   return Math.ceil(bytes / (1 << 20)) * (1 << 20);
 }
 
-const rowsOf = (t: Tensor) => t.shape[0] ?? 1;
-const colsOf = (t: Tensor) => numel(t.shape) / Math.max(rowsOf(t), 1);
-const describe = (shape: readonly number[]) => `[${shape.join(', ')}]`;
 
 /** Opens the WebGPU device; throws when there is no adapter. POPULORA_WEBGPU_VALIDATE=1 turns on validation. */
 export async function createWebGpuBackend(options: { validate?: boolean } = {}): Promise<Backend> {
@@ -87,7 +84,7 @@ class WebGpuBackend implements Backend {
   }
 
   private allocate(shape: readonly number[], dtype: Tensor['dtype'], bytes = numel(shape) * 4): { tensor: GpuTensor; reused: boolean } {
-    this.checkBindable(bytes, `a tensor ${describe(shape)}`);
+    this.checkBindable(bytes, `a tensor ${describeShape(shape)}`);
     const { buffer, reused } = this.buffer(bytes, this.bindingLimit);
     return { tensor: { shape: [...shape], dtype, buffer, bytes }, reused };
   }
@@ -105,20 +102,20 @@ class WebGpuBackend implements Backend {
   }
 
   upload(data: Float32Array, shape: readonly number[]): Tensor {
-    assert(data.length === numel(shape), `upload: ${data.length} values for shape ${describe(shape)}`);
+    assert(data.length === numel(shape), `upload: ${data.length} values for shape ${describeShape(shape)}`);
     return this.fill(data, shape, 'f32');
   }
 
   uploadI32(data: Int32Array, shape: readonly number[]): Tensor {
-    assert(data.length === numel(shape), `uploadI32: ${data.length} values for shape ${describe(shape)}`);
+    assert(data.length === numel(shape), `uploadI32: ${data.length} values for shape ${describeShape(shape)}`);
     return this.fill(data, shape, 'i32');
   }
 
   uploadWeight(data: Float32Array, shape: readonly [number, number], storage: WeightStorage): Tensor {
     const [rows, cols] = shape;
     const wordsPerRow = storage === 'f16' ? Math.ceil(cols / 2) : cols;
-    this.checkBindable(rows * wordsPerRow * 4, `the ${storage} weight ${describe(shape)}`);
-    assert(data.length === rows * cols, `uploadWeight: ${data.length} values for shape ${describe(shape)}`);
+    this.checkBindable(rows * wordsPerRow * 4, `the ${storage} weight ${describeShape(shape)}`);
+    assert(data.length === rows * cols, `uploadWeight: ${data.length} values for shape ${describeShape(shape)}`);
     if (storage === 'f32') return this.fill(data, shape, 'f32');
     const words = new Uint32Array(rows * wordsPerRow); // an odd row's pad half stays 0
     for (let r = 0; r < rows; r++) {
@@ -135,7 +132,7 @@ class WebGpuBackend implements Backend {
 
   write(t: Tensor, data: Float32Array, offset: number): void {
     assert(t.dtype === 'f32', `write needs an f32 tensor, got ${t.dtype}`);
-    assert(offset >= 0 && offset + data.length <= numel(t.shape), `write of ${data.length} values at ${offset} overruns ${describe(t.shape)}`);
+    assert(offset >= 0 && offset + data.length <= numel(t.shape), `write of ${data.length} values at ${offset} overruns ${describeShape(t.shape)}`);
     this.recorder.upload((t as GpuTensor).buffer, offset * 4, data);
   }
 
@@ -204,9 +201,9 @@ class WebGpuBackend implements Backend {
     // Kernels bind one layer at a time when the layer's offset is aligned, so the cache may exceed the
     // binding limit; otherwise the whole cache is bound.
     const perLayer = layerBytes % this.device.limits.minStorageBufferOffsetAlignment === 0;
-    this.checkBindable(perLayer ? layerBytes : bytes, `the KV cache ${describe(shape)}${perLayer ? ' (one layer)' : ''}`);
+    this.checkBindable(perLayer ? layerBytes : bytes, `the KV cache ${describeShape(shape)}${perLayer ? ' (one layer)' : ''}`);
     const maxBuffer = this.device.limits.maxBufferSize;
-    if (bytes > maxBuffer) throw new Error(`populora: the KV cache ${describe(shape)} needs ${bytes} bytes, over this device's maxBufferSize of ${maxBuffer} bytes`);
+    if (bytes > maxBuffer) throw new Error(`populora: the KV cache ${describeShape(shape)} needs ${bytes} bytes, over this device's maxBufferSize of ${maxBuffer} bytes`);
     const tensor = (): GpuTensor => {
       const { buffer, reused } = this.buffer(bytes, perLayer ? maxBuffer : this.bindingLimit);
       if (reused) this.recorder.clear(buffer, bytes);
@@ -283,8 +280,8 @@ class WebGpuBackend implements Backend {
 
   ropeInPlace(x: Tensor, positions: Tensor, table: Tensor, heads: number, headDim: number): void {
     const T = numel(positions.shape);
-    assert(numel(x.shape) === T * heads * headDim, `rope: x ${describe(x.shape)} is not [${T}, ${heads} * ${headDim}]`);
-    assert(colsOf(table) === headDim && headDim % 2 === 0, `rope: the table ${describe(table.shape)} does not match headDim ${headDim}`);
+    assert(numel(x.shape) === T * heads * headDim, `rope: x ${describeShape(x.shape)} is not [${T}, ${heads} * ${headDim}]`);
+    assert(colsOf(table) === headDim && headDim % 2 === 0, `rope: the table ${describeShape(table.shape)} does not match headDim ${headDim}`);
     const fields: Field[] = [['u32', T], ['u32', heads], ['u32', headDim], ['u32', rowsOf(table)]];
     const bindings = [this.f32(x, 'rope: x'), this.i32(positions, T, 'rope: positions'), this.f32(table, 'rope: table')];
     this.recorder.dispatch('rope', {}, fields, bindings, Math.ceil((T * heads * headDim) / 2 / 256));
@@ -307,7 +304,7 @@ class WebGpuBackend implements Backend {
     assert(maxLen <= MAX_CONTEXT, `attention supports contexts up to ${MAX_CONTEXT}, the cache holds ${maxLen}`);
     assert(headDim <= MAX_HEAD_DIM, `attention supports head sizes up to ${MAX_HEAD_DIM}, got ${headDim}`);
     assert(heads % kvHeads === 0, `attention: ${heads} heads do not split into ${kvHeads} kv heads`);
-    assert(numel(q.shape) === T * heads * headDim, `attention: q ${describe(q.shape)} is not [${T}, ${heads} * ${headDim}]`);
+    assert(numel(q.shape) === T * heads * headDim, `attention: q ${describeShape(q.shape)} is not [${T}, ${heads} * ${headDim}]`);
     const kLayer = this.cacheLayer(cache, cache.k, layer);
     const vLayer = this.cacheLayer(cache, cache.v, layer);
     const out = this.output([T, heads * headDim]);
@@ -323,7 +320,7 @@ class WebGpuBackend implements Backend {
   loraShrink(x: Tensor, a: Tensor, adapters: Tensor, rank: number): Tensor {
     const { tensor: bank, WEIGHT_F16 } = this.weight(a, 'loraShrink: the A bank');
     const [T, K] = [rowsOf(x), colsOf(x)];
-    assert(colsOf(bank) === K && rowsOf(bank) % rank === 0, `loraShrink: the A bank ${describe(bank.shape)} is not [slots * ${rank}, ${K}]`);
+    assert(colsOf(bank) === K && rowsOf(bank) % rank === 0, `loraShrink: the A bank ${describeShape(bank.shape)} is not [slots * ${rank}, ${K}]`);
     const out = this.output([T, rank]);
     const fields: Field[] = [['u32', T], ['u32', K], ['u32', rank], ['u32', rowsOf(bank) / rank]];
     this.recorder.dispatch('lora_shrink', { WEIGHT_F16 }, fields, [this.f32(x, 'loraShrink: x'), bank, this.i32(adapters, T, 'loraShrink: adapters'), out], T);
@@ -334,7 +331,7 @@ class WebGpuBackend implements Backend {
     const { tensor: bank, WEIGHT_F16 } = this.weight(b, 'loraExpand: the B bank');
     const [T, N] = [rowsOf(y), colsOf(y)];
     const rank = numel(h.shape) / T;
-    assert(Number.isInteger(rank) && colsOf(bank) === rank && rowsOf(bank) % N === 0, `loraExpand: the B bank ${describe(bank.shape)} is not [slots * ${N}, ${rank}]`);
+    assert(Number.isInteger(rank) && colsOf(bank) === rank && rowsOf(bank) % N === 0, `loraExpand: the B bank ${describeShape(bank.shape)} is not [slots * ${N}, ${rank}]`);
     const fields: Field[] = [['u32', T], ['u32', N], ['u32', rank], ['u32', Math.min(rowsOf(bank) / N, numel(scales.shape))]];
     const bindings = [this.f32(h, 'loraExpand: h'), bank, this.i32(adapters, T, 'loraExpand: adapters'), this.f32(scales, 'loraExpand: scales'), this.f32(y, 'loraExpand: y')];
     this.recorder.dispatch('lora_expand', { WEIGHT_F16 }, fields, bindings, Math.ceil((T * N) / 256));

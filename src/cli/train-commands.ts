@@ -3,7 +3,8 @@
 import { savePeftAdapter } from '../model/peft.js';
 import { packSequences } from '../train/batch.js';
 import { LlamaTrainer, loraGradKey } from '../train/llama-backward.js';
-import { readLogProbs } from '../train/steps.js';
+import { logLikelihoodWeights } from '../train/objective.js';
+import { gradientsOf } from '../train/steps.js';
 import { parseTokenIds, withModel, type ModelOptions } from './model-commands.js';
 import { UsageError } from './run-command.js';
 
@@ -18,18 +19,11 @@ export async function gradCommand(options: ModelOptions & { tokens: string; outD
   await withModel(options, async (model, bank) => {
     const trainer = new LlamaTrainer(model, bank);
     const batch = packSequences([{ tokens, adapter: 0 }], model.config.vocabSize, model.maxContext);
-    const tape = trainer.forward(batch);
-    const logProbs = await readLogProbs(trainer, tape);
-    // The backward takes L = -Σ w·log p; w = -1 on every predicting token makes it the gradient of +Σ log p.
-    const weights = Float32Array.from(batch.tokens, (_, t) => (t + 1 < tokens.length ? -1 : 0));
-    const grads = trainer.backward(tape, weights, new Float32Array(tokens.length), 'lora');
-    trainer.freeTape(tape);
+    const { weights, grads } = await gradientsOf(trainer, batch, 'lora', (logProbs) => logLikelihoodWeights(batch, logProbs));
     const gradient = await bank!.readSlotOf(0, (layer, module) => ({ a: grads.get(loraGradKey(layer, module, 'a'))!, b: grads.get(loraGradKey(layer, module, 'b'))! }));
     savePeftAdapter(options.outDir, { ...gradient, baseModel: options.model });
-    let logLikelihood = 0;
-    for (let t = 0; t + 1 < tokens.length; t++) logLikelihood += logProbs[t * 2]!;
     const norm = Math.sqrt(gradient.layers.flatMap((l) => Object.values(l)).reduce((s, f) => s + [...f.a, ...f.b].reduce((q, v) => q + v * v, 0), 0));
-    console.log(`log-likelihood ${logLikelihood.toFixed(6)} over ${tokens.length - 1} predicted tokens; gradient norm ${norm.toExponential(4)}`);
+    console.log(`log-likelihood ${weights.loss.toFixed(6)} over ${tokens.length - 1} predicted tokens; gradient norm ${norm.toExponential(4)}`);
     console.log(`wrote the gradient as a PEFT adapter to ${options.outDir} (${model.backend.deviceDescription})`);
   });
 }

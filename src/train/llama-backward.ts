@@ -48,6 +48,11 @@ export interface Tape {
 /** Gradients by parameter name: `${layer}.${module}.a|b` (LoRA, bank layout) or the Hugging Face weight name. */
 export type Gradients = Map<string, Tensor>;
 
+/** Every device tensor a tape holds (to free them, or to count their bytes). */
+export function tapeTensors(tape: Tape): Tensor[] {
+  return [...Object.values(tape.inputs), ...tape.layers.flatMap((l) => Object.values(l)), tape.xFinal, tape.normed, tape.logits];
+}
+
 export const loraGradKey = (layer: number, module: LoraModule, factor: 'a' | 'b') => `${layer}.${module}.${factor}`;
 
 const HF_NAMES: Record<LoraModule, string> = {
@@ -230,8 +235,7 @@ export class LlamaTrainer {
   }
 
   freeTape(tape: Tape): void {
-    const tensors = [...Object.values(tape.inputs), ...tape.layers.flatMap((l) => Object.values(l)), tape.xFinal, tape.normed, tape.logits];
-    tensors.forEach((t) => this.b.free(t));
+    tapeTensors(tape).forEach((t) => this.b.free(t));
   }
 
   destroy(): void {

@@ -113,6 +113,22 @@ export function crossEntropyWeights(batch: PackedBatch, logProbs: Float32Array, 
   return out;
 }
 
+/**
+ * The summed log-likelihood of every predicted token as the "loss", so that backward returns its gradient (the
+ * ascent direction): weight -1 on each token that predicts a token of its sequence.
+ */
+export function logLikelihoodWeights(batch: PackedBatch, logProbs: Float32Array): LossWeights {
+  const mask = trainedTokenMask(batch, batch.starts.map(() => 1));
+  const out: LossWeights = { logpWeight: new Float32Array(mask.length), entropyWeight: new Float32Array(mask.length), loss: 0, klMean: 0, entropyMean: 0, clipFraction: 0, trainedTokens: 0 };
+  mask.forEach((m, t) => {
+    if (!m) return;
+    out.logpWeight[t] = -1;
+    out.loss += logProbs[t * 2]!;
+    out.trainedTokens++;
+  });
+  return out;
+}
+
 /** Per token, the count it is averaged over: its adapter's trained tokens, or its sequence's times the adapter's sequences. */
 function reductionDenominators(batch: PackedBatch, mask: Uint8Array, reduction: 'token' | 'sequence'): Float64Array {
   const tokensPerAdapter = new Map<number, number>();

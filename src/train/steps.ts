@@ -1,10 +1,9 @@
 // Whole training steps on top of the trainer, the objectives and AdamW: each is forward, one readback of the
 // per-token log-probs, the loss weights on the host, backward, and the optimizer update.
 
-import type { Tensor } from '../backend/backend.js';
 import type { AdamW } from './adamw.js';
 import { packSequences, type PackedBatch, type TrainSequence } from './batch.js';
-import type { LlamaTrainer, Tape, TrainMode } from './llama-backward.js';
+import type { Gradients, LlamaTrainer, Tape, TrainMode } from './llama-backward.js';
 import { crossEntropyWeights, policyGradientWeights, type LossWeights, type PolicyGradientOptions } from './objective.js';
 
 export interface RlSample extends TrainSequence {
@@ -27,6 +26,20 @@ export async function readLogProbs(trainer: LlamaTrainer, tape: Tape): Promise<F
   return values;
 }
 
+/**
+ * Forward, one readback of the log-probs, the loss weights `weigh` makes of them, and backward; the tape is freed
+ * whatever happens. The caller owns the gradients.
+ */
+export async function gradientsOf(trainer: LlamaTrainer, batch: PackedBatch, mode: TrainMode, weigh: (logProbs: Float32Array) => LossWeights): Promise<{ weights: LossWeights; grads: Gradients }> {
+  const tape = trainer.forward(batch);
+  try {
+    const weights = weigh(await readLogProbs(trainer, tape));
+    return { weights, grads: trainer.backward(tape, weights.logpWeight, weights.entropyWeight, mode) };
+  } finally {
+    trainer.freeTape(tape);
+  }
+}
+
 /** Log-probs [T] of the batch's next tokens with every adapter switched off (the KL reference). */
 async function baseLogProbs(trainer: LlamaTrainer, batch: PackedBatch): Promise<Float32Array> {
   const tape = trainer.forward({ ...batch, adapters: new Int32Array(batch.tokens.length).fill(-1) });
@@ -44,18 +57,9 @@ export async function policyGradientStep(trainer: LlamaTrainer, optimizer: AdamW
   const batch = packSequences(samples, config.vocabSize, maxContext);
   const referenceLogProbs = options.klCoef ? await baseLogProbs(trainer, batch) : undefined;
   const oldLogProbs = options.clip === undefined ? undefined : packOldLogProbs(samples, batch);
-  const tape = trainer.forward(batch);
-  let weights: LossWeights;
-  let grads: Map<string, Tensor>;
-  try {
-    const logProbs = await readLogProbs(trainer, tape);
-    const promptLengths = samples.map((s) => s.promptLength);
-    const advantages = samples.map((s) => s.advantage);
-    weights = policyGradientWeights({ batch, promptLengths, advantages, logProbs, oldLogProbs, referenceLogProbs }, options);
-    grads = trainer.backward(tape, weights.logpWeight, weights.entropyWeight, 'lora');
-  } finally {
-    trainer.freeTape(tape);
-  }
+  const promptLengths = samples.map((s) => s.promptLength);
+  const advantages = samples.map((s) => s.advantage);
+  const { weights, grads } = await gradientsOf(trainer, batch, 'lora', (logProbs) => policyGradientWeights({ batch, promptLengths, advantages, logProbs, oldLogProbs, referenceLogProbs }, options));
   return applyGradients(trainer, optimizer, grads, [...new Set(samples.map((s) => s.adapter).filter((a) => a >= 0))], weights);
 }
 
@@ -63,20 +67,12 @@ export async function policyGradientStep(trainer: LlamaTrainer, optimizer: AdamW
 export async function crossEntropyStep(trainer: LlamaTrainer, optimizer: AdamW, sequences: readonly TrainSequence[], mode: TrainMode): Promise<StepReport> {
   const { config, maxContext } = trainer.model;
   const batch = packSequences(sequences, config.vocabSize, maxContext);
-  const tape = trainer.forward(batch);
-  let weights: LossWeights;
-  let grads: Map<string, Tensor>;
-  try {
-    weights = crossEntropyWeights(batch, await readLogProbs(trainer, tape));
-    grads = trainer.backward(tape, weights.logpWeight, weights.entropyWeight, mode);
-  } finally {
-    trainer.freeTape(tape);
-  }
+  const { weights, grads } = await gradientsOf(trainer, batch, mode, (logProbs) => crossEntropyWeights(batch, logProbs));
   const active = mode === 'full' ? [0] : [...new Set(sequences.map((s) => s.adapter).filter((a) => a >= 0))];
   return applyGradients(trainer, optimizer, grads, active, weights);
 }
 
-async function applyGradients(trainer: LlamaTrainer, optimizer: AdamW, grads: Map<string, Tensor>, active: number[], weights: LossWeights): Promise<StepReport> {
+async function applyGradients(trainer: LlamaTrainer, optimizer: AdamW, grads: Gradients, active: number[], weights: LossWeights): Promise<StepReport> {
   try {
     const { gradNorms } = await optimizer.step(grads, active);
     return { ...weights, gradNorms };
