@@ -1,6 +1,7 @@
 // Scenario files: defaults filled in, and every mistake named by file and field.
 import { describe, expect, it } from 'vitest';
-import { parseScenario } from '../src/scenario/scenario.js';
+import { readdirSync } from 'node:fs';
+import { loadScenario, parseScenario } from '../src/scenario/scenario.js';
 
 const minimal = 'name: t1\nseed: 3\nsteps: 5\nmodel: { preset: tiny }\npopulation: { subpopulations: 2 }\n';
 
@@ -24,5 +25,13 @@ describe('scenarios', () => {
       ['name: [unclosed\n', /^bad\.yaml: not valid YAML/],
     ];
     for (const [text, message] of cases) expect(() => parseScenario(text, 'bad.yaml')).toThrow(message);
+  });
+});
+
+describe('shipped scenarios', () => {
+  it('all validate', () => {
+    const files = ['scenarios', 'scenarios/policies'].flatMap((dir) => readdirSync(dir).filter((f) => f.endsWith('.yaml')).map((f) => `${dir}/${f}`));
+    expect(files.length).toBeGreaterThanOrEqual(9);
+    for (const file of files) expect(() => loadScenario(file), file).not.toThrow();
   });
 });

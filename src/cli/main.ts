@@ -9,6 +9,7 @@ import { crossoverCommand, mutateCommand } from './evolve-commands.js';
 import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } from './model-commands.js';
 import { runCommand } from './run-command.js';
 import { gradCommand } from './train-commands.js';
+import { replayCommand, runCommand as runScenarioCommand } from './run-commands.js';
 
 const integer = (name: string) => (value: string) => {
   const n = Number(value);
@@ -105,6 +106,21 @@ evolve
   .option('--seed <n>', 'seed', integer('--seed'), 0)
   .action(runCommand(crossoverCommand));
 
+program
+  .command('run')
+  .description('run a population self-play scenario: writes a run folder (events, metrics, checkpoints, lineage)')
+  .argument('[scenario]', 'scenario file, e.g. scenarios/quickstart.yaml')
+  .option('--out <dir>', 'run folder (default: runs/<scenario name>)')
+  .option('--resume <dir>', 'continue a crashed run from its last checkpoint')
+  .option('--overwrite', 'replace an earlier run in the --out folder')
+  .option('--verifier-workers <n>', 'verifier worker threads (results do not depend on it)', integer('--verifier-workers'), 1)
+  .action(runCommand(runScenarioCommand));
+program
+  .command('replay')
+  .description('re-execute a run from its recorded scenario and compare the event logs event by event')
+  .argument('<dir>', 'run folder')
+  .option('--verifier-workers <n>', 'verifier worker threads', integer('--verifier-workers'), 1)
+  .action(runCommand(replayCommand));
 program
   .command('demo')
   .description('the quick start: a seeded tiny model serves a batch of requests through several LoRA adapters')

@@ -31,7 +31,11 @@ export function loadTokenizer(file: string): TextTokenizer {
   if (!existsSync(file)) throw new ModelFormatError(`${file}: no tokenizer.json (a model folder needs one to encode text)`);
   const json = readJson(file);
   const configFile = join(dirname(file), 'tokenizer_config.json');
-  const config = existsSync(configFile) ? readJson(configFile) : {};
+  return tokenizerFromJson(json, existsSync(configFile) ? readJson(configFile) : {}, file);
+}
+
+/** A tokenizer from the contents of tokenizer.json and tokenizer_config.json; `file` names it in errors. */
+export function tokenizerFromJson(json: Record<string, unknown>, config: Record<string, unknown>, file: string): TextTokenizer {
   let tokenizer: Tokenizer;
   try {
     tokenizer = new Tokenizer(json, config);

@@ -10,7 +10,7 @@
 // reports a torn last record instead of failing on it.
 
 import { createHash } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { crc32 } from 'node:zlib';
 import { Packr } from 'msgpackr';
 
@@ -54,8 +54,21 @@ export class EventLog {
   private fd: number | null;
   count = 0;
 
-  constructor(readonly file: string) {
+  constructor(public file: string) {
     this.fd = openSync(file, 'w');
+  }
+
+  /**
+   * Reopens a run's log to continue it from `step` (a resume from a checkpoint): keeps the events of earlier
+   * steps, drops the rest (the steps being re-run, and a torn record), and carries on their hash chain.
+   */
+  static continueFrom(file: string, step: number): EventLog {
+    const { events } = readEventLog(file);
+    const log = new EventLog(`${file}.resume`); // the old log stays whole until the new one is on disk
+    for (const event of events) if (event.step < step) log.append(event);
+    log.flush();
+    renameSync(log.file, file); // the open descriptor follows the file
+    return Object.assign(log, { file });
   }
 
   append(event: RunEvent): void {

@@ -1,6 +1,7 @@
 // The world: the one object through which everything nondeterministic passes (DESIGN.md rules 1, 4, 6).
 //   - the step counter and the named seeded streams;
-//   - message delivery between named actors (nact), each message recorded in the event log with its step;
+//   - message delivery between named actors (nact), each message also handed to the recorder actor, which
+//     appends it to the event log with its step;
 //   - external work (GPU batches, worker-pool verification): an actor never awaits it; it submits a job, and at
 //     the step barrier the job's result messages are delivered sorted by request id, never by completion order.
 //
@@ -10,7 +11,8 @@
 
 import { dispatch, spawn, start, stop, type Ref } from 'nact';
 import { assert } from '../backend/backend.js';
-import { EventLog } from './event-log.js';
+import { recorderHandler } from '../../actors/recorder.js';
+import type { EventLog, RunEvent } from './event-log.js';
 import { Streams } from './streams.js';
 
 /** Every message is plain data with a `type` tag. */
@@ -47,6 +49,18 @@ export class ActorFailure extends Error {
   }
 }
 
+/** What actors report for the run's metrics (not messages: they take no part in the simulation). */
+export interface Report {
+  kind: string;
+  data: unknown;
+}
+
+/** The recorder's one message: an event to append to the log. */
+export interface RecordMessage extends Message {
+  type: 'record';
+  event: RunEvent;
+}
+
 /** Most barrier rounds in one phase: a message cascade longer than this is a protocol bug, not work. */
 const MAX_BARRIER_ROUNDS = 64;
 let worldCount = 0; // names each actor system: nact keeps a process-wide map of them
@@ -57,6 +71,9 @@ export class World {
   // nact names an unnamed system at random; its typings omit the name option.
   private readonly system = start({ name: `populora-${worldCount++}` } as unknown as Parameters<typeof start>[0]);
   private readonly refs = new Map<string, Ref<Message>>();
+  private readonly states = new Map<string, unknown>();
+  private readonly reports: Report[] = [];
+  private readonly recorder: Ref<RecordMessage>;
   private readonly services: Service[] = [];
   private inFlight = 0;
   private nextRequestId = 0;
@@ -67,6 +84,10 @@ export class World {
     readonly log: EventLog,
   ) {
     this.streams = new Streams(seed);
+    this.actor('recorder', null, recorderHandler(log));
+    this.recorder = this.refs.get('recorder')! as Ref<RecordMessage>;
+    this.refs.delete('recorder'); // only the world sends to it
+    this.states.delete('recorder');
   }
 
   /** Spawns a named actor. Its handler runs one message at a time; a throw stops the run with its context. */
@@ -76,7 +97,10 @@ export class World {
       this.system,
       (state: State, message: Msg) => {
         try {
-          return this.failure ? state : handler(state, message, this, name);
+          if (this.failure) return state;
+          const next = handler(state, message, this, name);
+          this.states.set(name, next);
+          return next;
         } catch (error) {
           this.failure ??= new ActorFailure(name, this.step, message, error);
           return state;
@@ -88,6 +112,22 @@ export class World {
       { initialState },
     );
     this.refs.set(name, ref as Ref<Message>);
+    this.states.set(name, initialState);
+  }
+
+
+  /** Every actor's state as of the last handled message (for checkpoints: plain data). */
+  actorStates(): Map<string, unknown> {
+    return new Map([...this.states].filter(([name]) => name !== 'recorder'));
+  }
+
+  /** An actor's metrics record for this step (read by the run loop; never read back by actors). */
+  report(kind: string, data: unknown): void {
+    this.reports.push({ kind, data });
+  }
+
+  takeReports(): Report[] {
+    return this.reports.splice(0);
   }
 
   service(service: Service): void {
@@ -95,17 +135,26 @@ export class World {
   }
 
   /** Records and delivers a message from one actor (or "runtime") to another. */
-  send(from: string, to: string, message: Message): void {
+  send<M extends Message>(from: string, to: string, message: M): void {
     const ref = this.refs.get(to);
     if (!ref) throw new Error(`${from} sent "${message.type}" to ${to}, which does not exist`);
-    this.log.append({ step: this.step, actor: from, type: message.type, payload: { to, message } });
-    this.inFlight++;
+    this.inFlight += 2;
+    dispatch(this.recorder, { type: 'record', event: { step: this.step, actor: from, type: message.type, payload: { to, message } } });
     dispatch(ref, message);
   }
 
   /** A fresh request id: ids order job results, so they are handed out in (deterministic) send order. */
   requestId(): number {
     return this.nextRequestId++;
+  }
+
+  /** The next request id to be handed out (saved in checkpoints). */
+  get requestIdCounter(): number {
+    return this.nextRequestId;
+  }
+
+  set requestIdCounter(value: number) {
+    this.nextRequestId = value;
   }
 
   /** Runs the message cascade to quiescence, including every job it starts. Throws the first actor failure. */
@@ -136,6 +185,7 @@ export class World {
 
   shutdown(): void {
     for (const ref of this.refs.values()) stop(ref);
+    stop(this.recorder);
     stop(this.system);
     this.log.close();
   }

@@ -55,11 +55,10 @@ export const scenarioSchema = z.strictObject({
   }).prefault({}),
   rewards: z.strictObject({
     invalidPenalty: z.number().default(-1),
-    zeroAtSolved: z.boolean().default(false), // teacher reward 0 also when every answer is right (AZR)
+    zeroAtUnsolved: z.boolean().default(true), // a valid task no student solves earns 0, not 1 (AZR)
   }).prefault({}),
   rl: z.strictObject({
     lr: positive.default(1e-3),
-    clip: positive.optional(),
     klCoef: z.number().min(0).default(0),
     entropyCoef: z.number().min(0).default(0.001),
     maxGradNorm: positive.default(1),
@@ -72,12 +71,14 @@ export const scenarioSchema = z.strictObject({
   }).prefault({}),
   evolution: z.strictObject({
     every: int(0).default(0), // 0 = no evolution
-    fraction: probability.default(0.25),
+    fraction: z.number({ error: 'expected a number' }).gt(0, { error: 'expected a share in (0, 0.5]' }).max(0.5, { error: 'expected a share in (0, 0.5]: at most half of each role is replaced' }).default(0.25),
     selection: z.enum(['truncation', 'tournament', 'pbt']).default('truncation'),
     crossoverProbability: probability.default(0.5),
     crossover: z.enum(['svd', 'module', 'rank', 'interpolate']).default('svd'),
     sigma: z.number().min(0).default(0.05),
     optimizerState: z.enum(['reset', 'inherit']).default('reset'),
+    fitness: z.enum(['rating', 'reward']).default('rating'), // rank by rating, or by mean reward over fitnessWindow steps
+    fitnessWindow: int(1).default(5),
   }).prefault({}),
   checkpointEvery: int(0).default(0), // save adapters every N steps (0: at the end only)
 });
@@ -99,6 +100,9 @@ export function parseScenario(text: string, file: string): Scenario {
     throw new ScenarioError(`${file}: field "${field}"${unknown}`);
   }
   const scenario = parsed.data;
+  if (scenario.matchmaking.policy === 'self' && scenario.population.students !== scenario.population.teachers) {
+    throw new ScenarioError(`${file}: field "population.students": under "self" every teacher solves its own tasks through a student twin that shares its adapter, so "students" must equal "teachers" (${scenario.population.teachers})`);
+  }
   if (scenario.matchmaking.policy === 'cross' && scenario.population.subpopulations < 2) {
     throw new ScenarioError(`${file}: field "matchmaking.policy": "cross" pairs teachers with students of other sub-populations, so "population.subpopulations" must be at least 2 (got ${scenario.population.subpopulations})`);
   }

@@ -24,6 +24,11 @@ interface State extends Parameter {
   v: Tensor;
 }
 
+export interface AdamWState {
+  moments: Record<string, { m: Float32Array; v: Float32Array }>;
+  steps: number[];
+}
+
 export interface AdamWStepReport {
   /** Per active slot, the gradient's global L2 norm before clipping. */
   gradNorms: Map<number, number>;
@@ -120,6 +125,24 @@ export class AdamW {
       }
     }
     this.steps[to] = this.steps[from]!;
+  }
+
+  /** Moments and step counts, exactly (a run's checkpoint). */
+  async exportState(): Promise<AdamWState> {
+    const moments: AdamWState['moments'] = {};
+    for (const [key, s] of this.states) moments[key] = { m: await this.backend.readF32(s.m), v: await this.backend.readF32(s.v) };
+    return { moments, steps: [...this.steps] };
+  }
+
+  importState(state: AdamWState): void {
+    for (const [key, s] of this.states) {
+      const saved = state.moments[key];
+      assert(saved !== undefined && saved.m.length === numel(s.m.shape) && saved.v.length === numel(s.v.shape), `AdamW: the saved state has no ${key} of ${numel(s.m.shape)} elements`);
+      this.backend.write(s.m, saved.m, 0);
+      this.backend.write(s.v, saved.v, 0);
+    }
+    assert(state.steps.length === this.slots, `AdamW: the saved state has ${state.steps.length} slots, not ${this.slots}`);
+    this.steps.splice(0, this.slots, ...state.steps);
   }
 
   destroy(): void {

@@ -1,0 +1,144 @@
+// The engine: owns the model, the adapter bank and the optimizer. Its handler only queues requests; at the step
+// barrier it runs each kind as one batched multi-LoRA call: every queued generation in one `generate` (each
+// under its grammar mask), every training sample of every member in one policy-gradient update, every
+// evolutionary replacement in one pass over the bank.
+//
+// Advantages are normalised per (role, task type) over the whole population before the update (AZR's
+// task-relative REINFORCE++), so the engine is where every sample of a step meets.
+
+import { tokenMask, type TokenTexts } from '../src/domains/arith/grammar.js';
+import { crossover, mutate, type CrossoverKind } from '../src/evolution/operators.js';
+import { generate, type GenerationRequest } from '../src/model/generate.js';
+import type { LlamaModel } from '../src/model/llama.js';
+import type { LoraBank } from '../src/model/lora-bank.js';
+import type { TextTokenizer } from '../src/model/tokenizer.js';
+import type { AdamW } from '../src/train/adamw.js';
+import { groupAdvantages } from '../src/train/advantages.js';
+import type { LlamaTrainer } from '../src/train/llama-backward.js';
+import { policyGradientStep, type RlSample } from '../src/train/steps.js';
+import type { Delivery, Handler, Service, World } from '../src/runtime/world.js';
+import { ENGINE, type GenerateRequest, type Generated, type TrainingSample } from './protocol.js';
+
+export interface EngineConfig {
+  seed: number; // sampling seed (u32); with the request id and position it keys each token's draw
+  temperature: number;
+  topP: number;
+  maxTokens: number;
+  advantageGroups: 'role-and-task' | 'role' | 'none';
+  rl: { reduction: 'token' | 'sequence'; klCoef: number; entropyCoef: number };
+}
+
+export interface EngineParts {
+  model: LlamaModel;
+  bank: LoraBank;
+  trainer: LlamaTrainer;
+  optimizer: AdamW;
+  tokenizer: TextTokenizer;
+}
+
+export interface ChildSpec {
+  slot: number;
+  parentSlots: number[]; // one (mutation) or two (crossover), fitter first
+  operator: 'mutate' | 'crossover';
+  seed: number;
+  inheritOptimizerFrom: number | null; // a parent's slot, or null for fresh moments
+}
+
+export type EngineState = null;
+
+export type EngineMessage =
+  | GenerateRequest
+  | { type: 'train'; samples: TrainingSample[] }
+  | { type: 'evolve'; requestId: number; replyTo: string; children: ChildSpec[]; sigma: number; crossover: CrossoverKind };
+
+type EvolveRequest = Extract<EngineMessage, { type: 'evolve' }>;
+export interface EvolvedReply {
+  type: 'evolved';
+  requestId: number;
+  slots: number[];
+}
+
+export class EngineService implements Service {
+  readonly name = ENGINE;
+  private generations: GenerateRequest[] = [];
+  private samples: TrainingSample[] = [];
+  private evolutions: EvolveRequest[] = [];
+  private readonly vocab: TokenTexts;
+
+  constructor(
+    private readonly parts: EngineParts,
+    private readonly config: EngineConfig,
+  ) {
+    const { tokenizer, model } = parts;
+    if (tokenizer.eosTokenId === null) throw new RangeError('the model\'s tokenizer has no end-of-sequence token: generation under a grammar needs one');
+    const texts = Array.from({ length: model.config.vocabSize }, (_, id) => (id < tokenizer.vocabSize ? tokenizer.decode([id]) : ''));
+    this.vocab = { texts, eos: tokenizer.eosTokenId };
+  }
+
+  readonly handler: Handler<EngineState, EngineMessage> = (state, message) => {
+    if (message.type === 'generate') this.generations.push(message);
+    else if (message.type === 'train') this.samples.push(...message.samples);
+    else this.evolutions.push(message);
+    return state;
+  };
+
+  hasPending(): boolean {
+    return this.generations.length + this.samples.length + this.evolutions.length > 0;
+  }
+
+  async flush(world: World): Promise<Delivery[]> {
+    const deliveries: Delivery[] = [];
+    for (const request of this.evolutions.splice(0)) deliveries.push(await this.evolve(request));
+    const samples = this.samples.splice(0);
+    if (samples.length > 0) world.report('train', await this.train(samples));
+    const generations = this.generations.splice(0);
+    if (generations.length > 0) deliveries.push(...(await this.generate(generations)));
+    return deliveries;
+  }
+
+  private async generate(queued: GenerateRequest[]): Promise<Delivery[]> {
+    const { tokenizer, model, bank } = this.parts;
+    const bos = tokenizer.bosTokenId === null ? [] : [tokenizer.bosTokenId];
+    const requests: GenerationRequest[] = queued.map((q) => ({
+      requestId: q.requestId,
+      prompt: [...bos, ...tokenizer.encode(q.prompt)],
+      adapter: q.slot,
+      maxTokens: this.config.maxTokens,
+      seed: this.config.seed,
+      temperature: this.config.temperature,
+      topP: this.config.topP,
+      stopTokens: [this.vocab.eos],
+    }));
+    const formats = new Map(queued.map((q) => [q.requestId, q.format]));
+    const textOf = (tokens: readonly number[]) => tokens.map((t) => this.vocab.texts[t]).join('');
+    const mask = (r: GenerationRequest, generated: readonly number[]) => tokenMask(formats.get(r.requestId)!, this.vocab, textOf(generated), r.maxTokens - generated.length);
+    const results = await generate(model, requests, { bank, mask });
+    return results.map((result, i) => {
+      const message: Generated = { type: 'generated', requestId: result.requestId, promptTokens: requests[i]!.prompt.slice(), completionTokens: result.tokens, text: textOf(result.tokens) };
+      return { requestId: result.requestId, to: queued[i]!.replyTo, message };
+    });
+  }
+
+  private async train(samples: TrainingSample[]) {
+    const groupOf = (s: TrainingSample) => (this.config.advantageGroups === 'none' ? 'all' : this.config.advantageGroups === 'role' ? s.role : `${s.role}/${s.taskType}`);
+    const advantages = groupAdvantages(samples.map((s) => s.reward), samples.map(groupOf));
+    const rlSamples: RlSample[] = samples.map((s, i) => ({ tokens: [...s.promptTokens, ...s.completionTokens], adapter: s.slot, promptLength: s.promptTokens.length, advantage: advantages[i]! }));
+    const report = await policyGradientStep(this.parts.trainer, this.parts.optimizer, rlSamples, this.config.rl);
+    return { loss: report.loss, entropyMean: report.entropyMean, trainedTokens: report.trainedTokens, gradNorms: Object.fromEntries(report.gradNorms) };
+  }
+
+  private async evolve(request: EvolveRequest): Promise<Delivery> {
+    const { bank, optimizer } = this.parts;
+    const parentSlots = [...new Set(request.children.flatMap((c) => c.parentSlots))].sort((a, b) => a - b);
+    const parents = new Map(await Promise.all(parentSlots.map(async (slot) => [slot, await bank.read(slot)] as const)));
+    for (const child of request.children) {
+      const [p1, p2] = child.parentSlots.map((slot) => parents.get(slot)!);
+      const adapter = child.operator === 'mutate' ? mutate(p1!, { sigma: request.sigma, seed: child.seed }) : crossover(p1!, p2!, { kind: request.crossover, seed: child.seed });
+      bank.load(child.slot, adapter);
+      if (child.inheritOptimizerFrom === null) optimizer.resetSlot(child.slot);
+      else await optimizer.copySlot(child.inheritOptimizerFrom, child.slot);
+    }
+    const message: EvolvedReply = { type: 'evolved', requestId: request.requestId, slots: request.children.map((c) => c.slot) };
+    return { requestId: request.requestId, to: request.replyTo, message };
+  }
+}

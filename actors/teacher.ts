@@ -1,0 +1,127 @@
+// A teacher: one population member that proposes tasks. Per step it asks the engine for `perTeacher` proposals of
+// each task type, has the verifier validate them, offers the valid ones to the matchmaker, gathers the students'
+// outcomes, and at the learn phase turns them into rewards (DESIGN.md: learnability 1 - solve rate; a penalty
+// for an invalid task; optionally 0 when no student solved it) and hands its samples to the engine.
+
+import { proposalFormat, proposalPrompt, taskMetrics, type ArithTask, type ArithTaskType, type Validation } from '../src/domains/arith/tasks.js';
+import type { Handler } from '../src/runtime/world.js';
+import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
+
+export interface TeacherRewards {
+  invalidPenalty: number;
+  zeroAtUnsolved: boolean;
+}
+
+export interface TeacherConfig {
+  taskTypes: readonly ArithTaskType[];
+  perTeacher: number;
+  rewards: TeacherRewards;
+}
+
+interface Proposal {
+  requestId: number;
+  taskType: ArithTaskType;
+  promptTokens: number[];
+  completionTokens: number[];
+  text: string;
+  task: ArithTask | null; // set once validated
+  invalidReason: string | null;
+  students: number; // matched students (set by the matchmaker)
+  correct: number; // answers correct, over all matched students
+  answers: number;
+}
+
+export interface TeacherState {
+  id: string;
+  subpopulation: number;
+  slot: number;
+  proposals: Proposal[]; // this step's
+}
+
+export type TeacherMessage =
+  | { type: 'propose' }
+  | Generated
+  | { type: 'validated'; requestId: number; validation: Validation }
+  | { type: 'matched'; taskId: number; students: string[] }
+  | Outcome
+  | { type: 'learn' };
+
+/** Teacher reward for one proposal (AZR / PopuLoRA form). */
+export function teacherReward(valid: boolean, solveRate: number | null, rewards: TeacherRewards): number {
+  if (!valid) return rewards.invalidPenalty;
+  if (solveRate === null) return 0; // valid but no student was matched: nothing was learned about it
+  if (solveRate === 0 && rewards.zeroAtUnsolved) return 0;
+  return 1 - solveRate;
+}
+
+export const teacherHandler =
+  (config: TeacherConfig): Handler<TeacherState, TeacherMessage> =>
+  (state, message, world, self) => {
+    const proposal = (requestId: number) => {
+      const found = state.proposals.find((p) => p.requestId === requestId);
+      if (!found) throw new Error(`no proposal with request id ${requestId}`);
+      return found;
+    };
+    switch (message.type) {
+      case 'propose': {
+        const proposals: Proposal[] = [];
+        for (const taskType of config.taskTypes) {
+          for (let i = 0; i < config.perTeacher; i++) {
+            const request: GenerateRequest = { type: 'generate', requestId: world.requestId(), replyTo: self, slot: state.slot, prompt: proposalPrompt(taskType), format: proposalFormat(taskType) };
+            proposals.push({ requestId: request.requestId, taskType, promptTokens: [], completionTokens: [], text: '', task: null, invalidReason: null, students: 0, correct: 0, answers: 0 });
+            world.send(self, ENGINE, request);
+          }
+        }
+        return { ...state, proposals };
+      }
+      case 'generated': {
+        const p = proposal(message.requestId);
+        Object.assign(p, { promptTokens: message.promptTokens, completionTokens: message.completionTokens, text: message.text });
+        world.send(self, VERIFIER, { type: 'validate', requestId: p.requestId, replyTo: self, taskType: p.taskType, text: p.text });
+        return state;
+      }
+      case 'validated': {
+        const p = proposal(message.requestId);
+        if (message.validation.valid) {
+          p.task = message.validation.task;
+          world.send(self, MATCHMAKER, { type: 'offer', taskId: p.requestId, teacher: self, task: p.task });
+        } else {
+          p.invalidReason = message.validation.reason;
+        }
+        return state;
+      }
+      case 'matched':
+        proposal(message.taskId).students = message.students.length;
+        return state;
+      case 'outcome': {
+        const p = proposal(message.taskId);
+        p.correct += message.correct;
+        p.answers += message.total;
+        return state;
+      }
+      case 'learn': {
+        const samples: TrainingSample[] = state.proposals.map((p) => ({
+          member: self,
+          role: 'teacher',
+          taskType: p.taskType,
+          slot: state.slot,
+          promptTokens: p.promptTokens,
+          completionTokens: p.completionTokens,
+          reward: teacherReward(p.task !== null, p.answers > 0 ? p.correct / p.answers : null, config.rewards),
+        }));
+        world.send(self, ENGINE, { type: 'train', samples });
+        const rewardMean = mean(samples.map((s) => s.reward));
+        world.send(self, POPULATION_MANAGER, { type: 'reward', member: self, rewardMean });
+        world.report('teacher', {
+          id: self,
+          subpopulation: state.subpopulation,
+          proposals: state.proposals.length,
+          valid: state.proposals.filter((p) => p.task).length,
+          rewardMean,
+          tasks: state.proposals.filter((p) => p.task).map((p) => ({ ...taskMetrics(p.task!), type: p.taskType, solveRate: p.answers > 0 ? p.correct / p.answers : null })),
+          invalidReasons: state.proposals.filter((p) => p.invalidReason).map((p) => p.invalidReason!.split(':')[0]),
+        });
+        return { ...state, proposals: [] };
+      }
+    }
+  };

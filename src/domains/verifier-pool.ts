@@ -1,0 +1,52 @@
+// The verifier's worker pool (piscina). A batch is cut into one contiguous chunk per worker and the results are
+// concatenated in job order, so the verdicts never depend on the number of workers or on which finishes first
+// (DESIGN.md rule 4). A worker that crashes is replaced by piscina and its chunk is retried once; a chunk that
+// outlives the wall-clock guard is an infrastructure fault, never a verdict (rule 5).
+
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import type { VerifyJob, VerifyResult } from './verify-jobs.js';
+
+/** Safety net only: arith jobs take microseconds; a chunk still running after this means a hung worker. */
+const WALL_CLOCK_GUARD_MS = 60_000;
+
+export class VerifierFault extends Error {}
+
+/** The compiled worker: piscina's threads run plain JavaScript, also when the caller runs from TypeScript sources. */
+function workerFile(): string {
+  const here = fileURLToPath(new URL('./verify-worker.js', import.meta.url));
+  const compiled = here.includes('/dist/') ? here : here.replace(/\/src\/domains\/verify-worker\.js$/, '/dist/src/domains/verify-worker.js');
+  if (!existsSync(compiled)) throw new VerifierFault(`the verifier worker ${compiled} is missing: run "npm run build" first`);
+  return compiled;
+}
+
+export class VerifierPool {
+  private readonly pool: Piscina;
+
+  constructor(readonly workers: number) {
+    if (!Number.isInteger(workers) || workers < 1) throw new RangeError(`the verifier needs at least one worker, got ${workers}`);
+    this.pool = new Piscina({ filename: workerFile(), minThreads: workers, maxThreads: workers, idleTimeout: Infinity });
+  }
+
+  async verify(jobs: readonly VerifyJob[]): Promise<VerifyResult[]> {
+    const size = Math.ceil(jobs.length / this.workers);
+    const chunks = Array.from({ length: Math.ceil(jobs.length / size) || 0 }, (_, i) => jobs.slice(i * size, (i + 1) * size));
+    const results = await Promise.all(chunks.map((chunk) => this.runChunk(chunk)));
+    return results.flat();
+  }
+
+  private async runChunk(chunk: VerifyJob[]): Promise<VerifyResult[]> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return (await this.pool.run(chunk, { signal: AbortSignal.timeout(WALL_CLOCK_GUARD_MS) })) as VerifyResult[];
+      } catch (error) {
+        if (attempt >= 2) throw new VerifierFault(`verifier infrastructure fault (a worker crashed or hung twice on a chunk of ${chunk.length} jobs): ${(error as Error).message}`);
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.destroy();
+  }
+}

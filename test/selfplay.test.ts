@@ -1,0 +1,98 @@
+// The actor runtime end to end on the CPU backend: a run is a pure function of its scenario (twice → the same
+// hash; 1 or 2 verifier workers → the same hash), replay names the first tampered event, a resumed run's log
+// equals an uninterrupted one's, and the recorded messages keep each policy's pairing rule.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { EventLog, readEventLog, type RunEvent } from '../src/runtime/event-log.js';
+import { replayRun } from '../src/runtime/replay.js';
+import { runScenario } from '../src/runtime/run.js';
+import { parseScenario, type Scenario } from '../src/scenario/scenario.js';
+import type { StepMetrics } from '../src/runtime/metrics.js';
+
+const base = `
+name: test
+seed: 3
+steps: 2
+backend: cpu
+model: { preset: tiny, seed: 1 }
+population: { subpopulations: 2, teachers: 1, students: 1, lora: { rank: 4 } }
+tasks: { perTeacher: 1 }
+matchmaking: { policy: cross, studentsPerTask: 1 }
+sampling: { answersPerStudent: 2, maxTokens: 16 }
+rl: { lr: 0.01 }
+evolution: { every: 2, fraction: 0.5 }
+`;
+const scenarioOf = (extra = '') => parseScenario(base + extra, 'test.yaml');
+const fresh = () => mkdtempSync(join(tmpdir(), 'populora-run-'));
+const run = (scenario: Scenario, options: Partial<Parameters<typeof runScenario>[1]> = {}) => runScenario(scenario, { outDir: fresh(), ...options });
+const messagesOf = (events: RunEvent[], type: string) => events.filter((e) => e.type === type).map((e) => (e.payload as { to: string; message: Record<string, unknown> }));
+
+describe('a self-play run', () => {
+  it('is a function of its scenario: the same hash twice, and with 1 or 2 verifier workers', async () => {
+    const scenario = scenarioOf();
+    const first = await run(scenario);
+    const second = await run(scenario, { verifierWorkers: 2 });
+    expect(second.hash).toBe(first.hash);
+    expect(first.events).toBeGreaterThan(50);
+    const other = await run({ ...scenario, seed: 4 });
+    expect(other.hash).not.toBe(first.hash);
+
+    const { events } = readEventLog(join(first.outDir, 'events.msgpack'));
+    // Every phase happened: proposals, validations, assignments, answers, checks, training, ratings, evolution.
+    for (const type of ['propose', 'generate', 'generated', 'validate', 'validated', 'offer', 'assign', 'check', 'checked', 'outcome', 'train', 'rate', 'evolve', 'evolved']) {
+      expect(events.some((e) => e.type === type), type).toBe(true);
+    }
+    // cross: no teacher's task goes to a student of its own sub-population.
+    for (const { to, message } of messagesOf(events, 'assign')) expect((message.teacher as string).split('-')[1]).not.toBe(to.split('-')[1]);
+    const metrics = readFileSync(join(first.outDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as StepMetrics);
+    expect(metrics.map((m) => m.step)).toEqual([0, 1]);
+    const lineage = JSON.parse(readFileSync(join(first.outDir, 'lineage.json'), 'utf8'));
+    expect(lineage.length).toBe(2); // evolution after step 1: half of each role (two teachers, two students)
+    expect(lineage[0]).toMatchObject({ step: 1, parents: [expect.stringMatching(/\.g0$/)] });
+  });
+
+  it('replays identically, and names the first event of a tampered log', async () => {
+    const first = await run(scenarioOf());
+    expect(await replayRun(first.outDir)).toMatchObject({ identical: true, hash: first.hash });
+
+    const file = join(first.outDir, 'events.msgpack');
+    const { events } = readEventLog(file);
+    const index = events.findIndex((e) => e.type === 'checked');
+    const tampered = structuredClone(events);
+    const check = (tampered[index]!.payload as { message: { check: { correct: boolean } } }).message.check;
+    check.correct = !check.correct;
+    const log = new EventLog(file);
+    tampered.forEach((e) => log.append(e));
+    log.close();
+    const verdict = await replayRun(first.outDir);
+    expect(verdict).toMatchObject({ identical: false, index, recorded: { type: 'checked', step: tampered[index]!.step } });
+  });
+
+  it('resumed after a crash, ends with the same log as an uninterrupted run', async () => {
+    const long = { ...scenarioOf('checkpointEvery: 1\n'), steps: 3 };
+    const uninterrupted = await run(long);
+    const dir = fresh();
+    const crashed = await runScenario(long, { outDir: dir, stopAfterSteps: 2 });
+    expect(crashed.stepsRun).toBe(2);
+    const resumed = await runScenario(long, { outDir: dir, resume: true });
+    expect(resumed.stepsRun).toBe(1);
+    expect(resumed.hash).toBe(uninterrupted.hash);
+    expect(readFileSync(join(dir, 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(uninterrupted.outDir, 'metrics.jsonl'), 'utf8'));
+  });
+
+  it('pairs by each policy\'s rule: self solves its own tasks, within stays in its sub-population', async () => {
+    const self = await run({ ...scenarioOf(), matchmaking: { policy: 'self', studentsPerTask: 1 } });
+    for (const { to, message } of messagesOf(readEventLog(join(self.outDir, 'events.msgpack')).events, 'assign')) expect(to).toBe((message.teacher as string).replace('teacher', 'student'));
+    const within = await run({ ...scenarioOf(), matchmaking: { policy: 'within', studentsPerTask: 1 } });
+    const assigns = messagesOf(readEventLog(join(within.outDir, 'events.msgpack')).events, 'assign');
+    expect(assigns.length).toBeGreaterThan(0);
+    for (const { to, message } of assigns) expect((message.teacher as string).split('-')[1]).toBe(to.split('-')[1]);
+  });
+
+  it('refuses a token budget too small for the domain, naming the field', async () => {
+    const scenario = scenarioOf();
+    await expect(run({ ...scenario, sampling: { ...scenario.sampling, maxTokens: 8 } })).rejects.toThrow(/field "sampling.maxTokens": 8 tokens cannot hold/);
+  });
+});
