@@ -1,5 +1,6 @@
-// The recorder: appends every message of the run to the event log, in the order the world sent them (its
-// mailbox is FIFO and the world hands it each message as it sends it). The step barrier flushes the log to disk.
+// The recorder: appends every message of the run to the event log, in the order the world sent them (the world
+// hands it each delivery round's messages as one batch, and its mailbox is FIFO). The step barrier flushes the
+// log to disk.
 
 import type { EventLog } from '../src/runtime/event-log.js';
 import type { Handler, RecordMessage } from '../src/runtime/world.js';
@@ -10,6 +11,6 @@ export type RecorderMessage = RecordMessage;
 export const recorderHandler =
   (log: EventLog): Handler<RecorderState, RecorderMessage> =>
   (state, message) => {
-    log.append(message.event);
+    for (const event of message.events) log.append(event);
     return state;
   };

@@ -1,7 +1,8 @@
 // The actor runtime's cost: a 16-member population (2 sub-populations of 4 teachers and 4 students) on the toy
 // model. Steps per minute, and where a step's wall time goes: engine (generation, the RL update, evolution: the
 // batched device work), verifier (the worker pool), and the rest: actor messaging, scheduling, the event log.
-// Prints a table; writes JSON.
+// Step 0 (pipeline compilation, worker start-up) and the last step (which writes the final checkpoint) are run
+// but not measured. Prints a table; writes JSON.
 //
 //   node dist/bench/selfplay.js [--backend webgpu|cpu] [--steps 3] [--workers 2] [--out bench/results/selfplay.json]
 
@@ -19,7 +20,7 @@ const steps = Number(args.steps);
 const scenario = parseScenario(
   `name: bench-selfplay
 seed: 1
-steps: ${steps + 1}
+steps: ${steps + 2}
 model: { preset: tiny, seed: 0 }
 population: { subpopulations: 2, teachers: 4, students: 4, lora: { rank: 8, modules: [q_proj, v_proj, up_proj, down_proj] } }
 tasks: { perTeacher: 1 }
@@ -48,25 +49,24 @@ const backend = await openBackend(args.backend as BackendChoice);
 const outDir = mkdtempSync(join(tmpdir(), 'populora-bench-'));
 const stepMs: number[] = [];
 let stepStart = performance.now();
-let firstStepDone = false;
+let measuredFlushMs = new Map<string, number>();
 try {
   const result = await runScenario(scenario, {
     outDir,
     backend,
     verifierWorkers: Number(args.workers),
     wrapService: timed,
-    onStep: () => {
-      const now = performance.now();
-      if (!firstStepDone) flushMs.clear(); // step 0 warms up pipelines and worker threads
-      else stepMs.push(now - stepStart);
-      firstStepDone = true;
+    onStep: (metrics) => {
+      if (metrics.step === 0) flushMs.clear();
+      else if (metrics.step <= steps) stepMs.push(performance.now() - stepStart);
+      if (metrics.step === steps) measuredFlushMs = new Map(flushMs);
       stepStart = performance.now();
     },
   });
   const total = stepMs.reduce((a, b) => a + b, 0);
-  const engine = flushMs.get('engine') ?? 0;
-  const verifier = flushMs.get('verifier') ?? 0;
-  const messages = Math.round((result.events * steps) / (steps + 1)); // events per measured step, approximately
+  const engine = measuredFlushMs.get('engine') ?? 0;
+  const verifier = measuredFlushMs.get('verifier') ?? 0;
+  const messages = Math.round((result.events * steps) / (steps + 2)); // events in the measured steps, approximately
   const row = {
     backend: backend.deviceDescription,
     members: 16,

@@ -177,3 +177,36 @@ describe('populora evolve', () => {
     expect(populora('evolve', 'mutate', '--adapter', adapterDir, '--sigma', '0.1', '--modules', 'k_proj', '--out', join(dir, 'never')).stderr).toMatch(/--modules: the adapter does not target k_proj/);
   });
 });
+
+describe('populora run and replay', () => {
+  const scenarioFile = join(dir, 'tiny-run.yaml');
+  writeFileSync(scenarioFile, 'name: tiny-run\nseed: 2\nsteps: 2\nbackend: cpu\nmodel: { preset: tiny }\npopulation: { subpopulations: 2, lora: { rank: 2 } }\ntasks: { perTeacher: 1, types: [deduce] }\nmatchmaking: { studentsPerTask: 1 }\nsampling: { answersPerStudent: 2, maxTokens: 16 }\n');
+
+  it('writes the run folder and prints the summary; replay says identical; a tampered log exits 1 naming the event', () => {
+    const out = join(dir, 'run');
+    const ran = populora('run', scenarioFile, '--out', out);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(ran.stdout).toMatch(/student-1-0 +\d+ +solve rate/);
+    const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
+    expect(loadPeftAdapter(join(out, 'checkpoints', 'step-2', 'teacher-0-0')).rank).toBe(2);
+    const replayed = populora('replay', out);
+    expect(replayed.code, replayed.stderr).toBe(0);
+    expect(replayed.stdout).toContain(`identical: ${summary.events} events, run hash ${summary.hash}`);
+
+    expect(populora('run', scenarioFile, '--out', out).stderr).toMatch(/already holds a run: choose another --out, or continue it with --resume/);
+    const log = readFileSync(join(out, 'events.msgpack'));
+    log[log.length - 5] ^= 1; // the last record's payload: its checksum no longer matches
+    writeFileSync(join(out, 'events.msgpack'), log);
+    const tampered = populora('replay', out);
+    expect(tampered.code).toBe(1);
+    expect(tampered.stderr).toMatch(/record \d+ at byte \d+ fails its checksum: the log is corrupt/);
+  });
+
+  it('names the file and field of a bad scenario, without a stack trace', () => {
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, readFileSync(scenarioFile, 'utf8').replace('answersPerStudent: 2', 'answersPerStudent: 0'));
+    const result = populora('run', bad, '--out', join(dir, 'bad-run'));
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toBe(`populora: ${bad}: field "sampling.answersPerStudent": expected an integer >= 1`);
+  });
+});

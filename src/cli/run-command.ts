@@ -1,11 +1,13 @@
 // Wraps a command's action so that bad input ends in one clear line, and anything unexpected in its stack too.
 
 import { ModelFormatError } from '../model/errors.js';
+import { EventLogError } from '../runtime/event-log.js';
+import { ScenarioError } from '../scenario/scenario.js';
 
 /** An error in what the user gave the command line: printed as its message alone. */
 export class UsageError extends Error {}
 
-const USER_ERRORS = [UsageError, ModelFormatError, RangeError];
+const USER_ERRORS = [UsageError, ModelFormatError, ScenarioError, EventLogError, RangeError];
 
 export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
   return async (...args: A) => {

@@ -4,7 +4,8 @@
 // File layout, one record after another:
 //   [u32 LE payload length][payload: msgpack of the event][u32 LE crc32 of the payload]
 // The payload encodes the event with every object's keys sorted, so equal events are equal bytes whatever order
-// their fields were built in. Run hash: h₀ = sha256("populora-events-v1"), hᵢ = sha256(hᵢ₋₁ ‖ payloadᵢ).
+// their fields were built in. Run hash: sha256("populora-events-v2" ‖ len₁ ‖ payload₁ ‖ len₂ ‖ payload₂ ‖ …) with each
+// length a u32 LE: one streaming hash over the framed payloads (the hash of any prefix is a copy of its state).
 //
 // Records are written at each step barrier (`flush`), so a crash loses at most the step in progress; a reader
 // reports a torn last record instead of failing on it.
@@ -14,6 +15,9 @@ import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } f
 import { crc32 } from 'node:zlib';
 import { Packr } from 'msgpackr';
 
+/** A log that cannot be read: a record fails its checksum. */
+export class EventLogError extends Error {}
+
 export interface RunEvent {
   step: number;
   actor: string; // the sending actor's name
@@ -22,12 +26,12 @@ export interface RunEvent {
 }
 
 const packr = new Packr({ useRecords: false, moreTypes: true });
-const HASH_SEED = 'populora-events-v1';
+const HASH_SEED = 'populora-events-v2';
 const MAX_RECORD_BYTES = 64 << 20;
 
 /** The value with every plain object's keys sorted (typed arrays and arrays kept as they are). */
 function canonical(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(canonical);
+  if (Array.isArray(value)) return value.every((v) => v === null || typeof v !== 'object') ? value : value.map(canonical);
   if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return value;
   return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]));
 }
@@ -37,14 +41,16 @@ export function encodeEvent(event: RunEvent): Buffer {
 }
 
 export class RunHash {
-  private digest = createHash('sha256').update(HASH_SEED).digest();
+  private readonly state = createHash('sha256').update(HASH_SEED);
 
   add(payload: Uint8Array): void {
-    this.digest = createHash('sha256').update(this.digest).update(payload).digest();
+    const length = Buffer.alloc(4);
+    length.writeUInt32LE(payload.length, 0);
+    this.state.update(length).update(payload);
   }
 
   get hex(): string {
-    return this.digest.toString('hex');
+    return this.state.copy().digest('hex');
   }
 }
 
@@ -60,7 +66,7 @@ export class EventLog {
 
   /**
    * Reopens a run's log to continue it from `step` (a resume from a checkpoint): keeps the events of earlier
-   * steps, drops the rest (the steps being re-run, and a torn record), and carries on their hash chain.
+   * steps, drops the rest (the steps being re-run, and a torn record), and carries on their hash.
    */
   static continueFrom(file: string, step: number): EventLog {
     const { events } = readEventLog(file);
@@ -121,7 +127,7 @@ export function readEventLog(file: string): ReadLog {
     if (offset + 8 + length > bytes.length) break;
     const payload = bytes.subarray(offset + 4, offset + 4 + length);
     if (crc32(payload) !== bytes.readUInt32LE(offset + 4 + length)) {
-      throw new Error(`${file}: record ${events.length} at byte ${offset} fails its checksum: the log is corrupt`);
+      throw new EventLogError(`${file}: record ${events.length} at byte ${offset} fails its checksum: the log is corrupt`);
     }
     events.push(packr.unpack(payload) as RunEvent);
     runHash.add(payload);

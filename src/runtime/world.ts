@@ -1,7 +1,8 @@
 // The world: the one object through which everything nondeterministic passes (DESIGN.md rules 1, 4, 6).
 //   - the step counter and the named seeded streams;
-//   - message delivery between named actors (nact), each message also handed to the recorder actor, which
-//     appends it to the event log with its step;
+//   - message delivery between named actors (nact); the recorder actor appends every message to the event log
+//     with its step (the world hands it the messages of each delivery round as one batch, in send order, so
+//     recording costs one mailbox turn per round instead of one per message);
 //   - external work (GPU batches, worker-pool verification): an actor never awaits it; it submits a job, and at
 //     the step barrier the job's result messages are delivered sorted by request id, never by completion order.
 //
@@ -55,10 +56,10 @@ export interface Report {
   data: unknown;
 }
 
-/** The recorder's one message: an event to append to the log. */
+/** The recorder's one message: events to append to the log, in send order. */
 export interface RecordMessage extends Message {
   type: 'record';
-  event: RunEvent;
+  events: RunEvent[];
 }
 
 /** Most barrier rounds in one phase: a message cascade longer than this is a protocol bug, not work. */
@@ -74,6 +75,7 @@ export class World {
   private readonly states = new Map<string, unknown>();
   private readonly reports: Report[] = [];
   private readonly recorder: Ref<RecordMessage>;
+  private unrecorded: RunEvent[] = [];
   private readonly services: Service[] = [];
   private inFlight = 0;
   private nextRequestId = 0;
@@ -84,10 +86,16 @@ export class World {
     readonly log: EventLog,
   ) {
     this.streams = new Streams(seed);
-    this.actor('recorder', null, recorderHandler(log));
-    this.recorder = this.refs.get('recorder')! as Ref<RecordMessage>;
-    this.refs.delete('recorder'); // only the world sends to it
-    this.states.delete('recorder');
+    // The recorder keeps recording after an actor fails: the log must hold everything up to the failure.
+    const record = recorderHandler(log);
+    const recorder = (state: null, message: RecordMessage) => {
+      try {
+        return record(state, message, this, 'recorder');
+      } finally {
+        this.inFlight--;
+      }
+    };
+    this.recorder = spawn(this.system, recorder, 'recorder', { initialState: null }) as Ref<RecordMessage>;
   }
 
   /** Spawns a named actor. Its handler runs one message at a time; a throw stops the run with its context. */
@@ -118,7 +126,7 @@ export class World {
 
   /** Every actor's state as of the last handled message (for checkpoints: plain data). */
   actorStates(): Map<string, unknown> {
-    return new Map([...this.states].filter(([name]) => name !== 'recorder'));
+    return new Map(this.states);
   }
 
   /** An actor's metrics record for this step (read by the run loop; never read back by actors). */
@@ -138,8 +146,8 @@ export class World {
   send<M extends Message>(from: string, to: string, message: M): void {
     const ref = this.refs.get(to);
     if (!ref) throw new Error(`${from} sent "${message.type}" to ${to}, which does not exist`);
-    this.inFlight += 2;
-    dispatch(this.recorder, { type: 'record', event: { step: this.step, actor: from, type: message.type, payload: { to, message } } });
+    this.unrecorded.push({ step: this.step, actor: from, type: message.type, payload: { to, message } });
+    this.inFlight++;
     dispatch(ref, message);
   }
 
@@ -173,12 +181,24 @@ export class World {
 
   /** Waits until every delivered message has been handled (nact delivers one message per setImmediate). */
   private async settle(): Promise<void> {
-    while (this.inFlight > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    while (this.inFlight > 0 || this.unrecorded.length > 0) {
+      this.record();
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
     if (this.failure) throw this.failure;
+  }
+
+  /** Hands the messages sent since the last call to the recorder. */
+  private record(): void {
+    if (this.unrecorded.length === 0) return;
+    this.inFlight++;
+    dispatch(this.recorder, { type: 'record', events: this.unrecorded });
+    this.unrecorded = [];
   }
 
   /** Ends the step: the step's events reach the disk. */
   endStep(): void {
+    assert(this.unrecorded.length === 0 && this.inFlight === 0, 'endStep before the barrier: messages are still in flight');
     this.log.flush();
     this.step++;
   }
