@@ -195,7 +195,7 @@ describe('populora run and replay', () => {
 
     expect(populora('run', scenarioFile, '--out', out).stderr).toMatch(/already holds a run: choose another --out, or continue it with --resume/);
     const log = readFileSync(join(out, 'events.msgpack'));
-    log[log.length - 5] ^= 1; // the last record's payload: its checksum no longer matches
+    log.writeUInt8(log.readUInt8(log.length - 5) ^ 1, log.length - 5); // the last record's payload: its checksum no longer matches
     writeFileSync(join(out, 'events.msgpack'), log);
     const tampered = populora('replay', out);
     expect(tampered.code).toBe(1);
