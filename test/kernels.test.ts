@@ -360,3 +360,27 @@ describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
     });
   });
 });
+
+describe.skipIf(!gpu)('WebGPU uploads and reads', () => {
+  it('keep order and content when one submission stages more than the upload arena, and for large tensors', async () => {
+    const b = gpu!;
+    // 20 tensors of 256 KiB (5 MiB: past the 4 MiB arena, so a submission is cut mid-way), one of 5 MiB (its own
+    // staging buffer), and a tensor rewritten after being read by recorded work (order with dispatches).
+    const tensors = Array.from({ length: 20 }, (_, i) => Float32Array.from({ length: 65536 }, (_, j) => i * 1e5 + j));
+    const uploaded = tensors.map((data) => b.upload(data, [data.length]));
+    const large = Float32Array.from({ length: 5 * 262144 + 3 }, (_, j) => -j);
+    const largeTensor = b.upload(large, [large.length]);
+    const y = b.upload(Float32Array.of(10, 20, 30), [1, 3]);
+    const sum = b.upload(Float32Array.of(1, 2, 3), [1, 3]);
+    b.addInPlace(sum, y);
+    b.write(y, Float32Array.of(100, 200, 300), 0);
+    const later = b.upload(Float32Array.of(1, 2, 3), [1, 3]);
+    b.addInPlace(later, y);
+    const firstMismatch = (a: Float32Array, e: Float32Array) => (a.length !== e.length ? -2 : a.findIndex((v, j) => v !== e[j]));
+    for (const [i, t] of uploaded.entries()) expect(firstMismatch(await b.readF32(t), tensors[i]!), `tensor ${i}`).toBe(-1);
+    expect(firstMismatch(await b.readF32(largeTensor), large)).toBe(-1);
+    expect([...(await b.readF32(sum))]).toEqual([11, 22, 33]);
+    expect([...(await b.readF32(later))]).toEqual([101, 202, 303]);
+    [...uploaded, largeTensor, y, sum, later].forEach((t) => b.free(t));
+  });
+});

@@ -17,6 +17,11 @@ export interface Binding {
 const MAX_GROUPS = 65535; // workgroups per dispatch dimension (WebGPU's default limit)
 const ARENA_SLOTS = 4096; // parameter blocks per submission; more dispatches than that submit early
 const BIND_GROUP_CACHE_LIMIT = 4096;
+// Uploads up to this size are staged in one arena per submission (one queue.writeBuffer, no buffer creation per
+// upload: creating a buffer costs ~0.1 ms on a real GPU, and a decode step uploads several); larger ones (weights
+// at load time) get a staging buffer of their own.
+const UPLOAD_ARENA_BYTES = 4 << 20;
+const READ_POOL_PER_SIZE = 4; // mappable read-back buffers kept per power-of-two size
 
 const align4 = (bytes: number) => Math.ceil(bytes / 4) * 4;
 
@@ -32,7 +37,11 @@ export class Recorder {
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
   private finished: GPUCommandBuffer[] = []; // encoded, awaiting submission
-  private uploads: GPUBuffer[] = []; // staging buffers of the unsubmitted uploads, destroyed after submission
+  private uploads: GPUBuffer[] = []; // staging buffers of the unsubmitted large uploads, destroyed after submission
+  private readonly uploadArena: GPUBuffer;
+  private readonly uploadBytes = new Uint8Array(UPLOAD_ARENA_BYTES);
+  private uploadUsed = 0;
+  private readonly readPool = new Map<number, GPUBuffer[]>(); // free read-back buffers by size
   private readonly bindGroups = new Map<string, GPUBindGroup>();
   private readonly bufferIds = new WeakMap<GPUBuffer, number>();
   private nextBufferId = 0;
@@ -51,6 +60,7 @@ export class Recorder {
     this.arenaData = new ArrayBuffer(ARENA_SLOTS * this.slotBytes);
     this.arenaView = new DataView(this.arenaData);
     this.arena = device.createBuffer({ label: 'parameter arena', size: this.arenaData.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    this.uploadArena = device.createBuffer({ label: 'upload arena', size: UPLOAD_ARENA_BYTES, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     device.onuncapturederror = (event) => {
       this.failure ??= `WebGPU error: ${event.error.message}`;
     };
@@ -150,17 +160,30 @@ export class Recorder {
     if (this.validate) this.finishEncoder();
   }
 
-  /** Copies host data into `target` at `offset` bytes, in order with the work already recorded. */
+  /**
+   * Copies host data into `target` at `offset` bytes, in order with the work already recorded: the bytes go to a
+   * region of the upload arena that no other upload of this submission uses, the arena is written once at submit
+   * (before the submission's commands run), and the copy out of it is recorded here, between the dispatches.
+   */
   upload(target: GPUBuffer, offset: number, data: ArrayBufferView): void {
     this.checkUsable();
     const size = align4(data.byteLength);
     if (size === 0) return;
-    const staging = this.device.createBuffer({ label: 'upload', size, usage: GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC, mappedAtCreation: true });
-    new Uint8Array(staging.getMappedRange()).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-    staging.unmap();
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     this.endPass();
-    this.commandEncoder().copyBufferToBuffer(staging, 0, target, offset, size);
-    this.uploads.push(staging);
+    if (size > UPLOAD_ARENA_BYTES) {
+      const staging = this.device.createBuffer({ label: 'upload', size, usage: GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC, mappedAtCreation: true });
+      new Uint8Array(staging.getMappedRange()).set(bytes);
+      staging.unmap();
+      this.commandEncoder().copyBufferToBuffer(staging, 0, target, offset, size);
+      this.uploads.push(staging);
+      return;
+    }
+    if (this.uploadUsed + size > UPLOAD_ARENA_BYTES) this.flush();
+    this.uploadBytes.set(bytes, this.uploadUsed);
+    this.uploadBytes.fill(0, this.uploadUsed + bytes.length, this.uploadUsed + size); // padding copies zeros
+    this.commandEncoder().copyBufferToBuffer(this.uploadArena, this.uploadUsed, target, offset, size);
+    this.uploadUsed += size;
   }
 
   /** Zeroes `size` bytes of `buffer`, in order with the work already recorded. */
@@ -176,6 +199,7 @@ export class Recorder {
     this.finishEncoder();
     if (this.finished.length === 0) return;
     if (this.arenaUsed > 0) this.device.queue.writeBuffer(this.arena, 0, this.arenaData, 0, this.arenaUsed * this.slotBytes);
+    if (this.uploadUsed > 0) this.device.queue.writeBuffer(this.uploadArena, 0, this.uploadBytes, 0, this.uploadUsed);
     this.device.pushErrorScope('validation');
     this.device.queue.submit(this.finished);
     this.watch(this.device.popErrorScope(), 'submit');
@@ -183,6 +207,7 @@ export class Recorder {
     this.uploads = [];
     this.finished = [];
     this.arenaUsed = 0;
+    this.uploadUsed = 0;
   }
 
   // ---- reading ----
@@ -190,10 +215,10 @@ export class Recorder {
   /** Submits the pending work and returns a copy of the first `bytes` bytes of `buffer`. */
   async read(buffer: GPUBuffer, bytes: number): Promise<ArrayBuffer> {
     this.checkUsable();
-    const size = align4(Math.max(bytes, 4));
-    const staging = this.device.createBuffer({ label: 'read', size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const size = 2 ** Math.ceil(Math.log2(Math.max(bytes, 256))); // pooled by power-of-two size
+    const staging = this.readPool.get(size)?.pop() ?? this.device.createBuffer({ label: 'read', size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     this.endPass();
-    this.commandEncoder().copyBufferToBuffer(buffer, 0, staging, 0, size);
+    this.commandEncoder().copyBufferToBuffer(buffer, 0, staging, 0, align4(Math.max(bytes, 4)));
     this.flush();
     try {
       await Promise.race([staging.mapAsync(GPUMapMode.READ), this.lost]);
@@ -203,9 +228,11 @@ export class Recorder {
       await this.throwRecordedError();
       throw new Error(`WebGPU read failed: ${(error as Error).message}`);
     }
-    const copy = staging.getMappedRange().slice(0, bytes);
+    const copy = staging.getMappedRange(0, size).slice(0, bytes);
     staging.unmap();
-    staging.destroy();
+    const free = this.readPool.get(size) ?? [];
+    if (free.length < READ_POOL_PER_SIZE && !this.destroyed) this.readPool.set(size, [...free, staging]);
+    else staging.destroy();
     await this.throwRecordedError();
     return copy;
   }
@@ -227,5 +254,7 @@ export class Recorder {
     this.finished = [];
     this.uploads = [];
     this.bindGroups.clear();
+    this.readPool.forEach((buffers) => buffers.forEach((b) => b.destroy()));
+    this.readPool.clear();
   }
 }
