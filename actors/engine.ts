@@ -17,7 +17,7 @@ import { groupAdvantages } from '../src/train/advantages.js';
 import type { LlamaTrainer } from '../src/train/llama-backward.js';
 import { policyGradientStep, type RlSample } from '../src/train/steps.js';
 import type { Delivery, Handler, Service, World } from '../src/runtime/world.js';
-import { ENGINE, type GenerateRequest, type Generated, type TrainingSample } from './protocol.js';
+import { ENGINE, groupBy, type GenerateItem, type GenerateRequest, type Generated, type GeneratedItem, type TrainingSample } from './protocol.js';
 
 export interface EngineConfig {
   seed: number; // sampling seed (u32); with the request id and position it keys each token's draw
@@ -60,7 +60,7 @@ export interface EvolvedReply {
 
 export class EngineService implements Service {
   readonly name = ENGINE;
-  private generations: GenerateRequest[] = [];
+  private generations: Array<GenerateItem & { replyTo: string }> = [];
   private samples: TrainingSample[] = [];
   private evolutions: EvolveRequest[] = [];
   private readonly vocab: TokenTexts;
@@ -76,7 +76,7 @@ export class EngineService implements Service {
   }
 
   readonly handler: Handler<EngineState, EngineMessage> = (state, message) => {
-    if (message.type === 'generate') this.generations.push(message);
+    if (message.type === 'generate') this.generations.push(...message.requests.map((r) => ({ ...r, replyTo: message.replyTo })));
     else if (message.type === 'train') this.samples.push(...message.samples);
     else this.evolutions.push(message);
     return state;
@@ -96,7 +96,8 @@ export class EngineService implements Service {
     return deliveries;
   }
 
-  private async generate(queued: GenerateRequest[]): Promise<Delivery[]> {
+  /** One `generate` call for every queued request; one reply per requesting actor, its results in request order. */
+  private async generate(queued: Array<GenerateItem & { replyTo: string }>): Promise<Delivery[]> {
     const { tokenizer, model, bank } = this.parts;
     const bos = tokenizer.bosTokenId === null ? [] : [tokenizer.bosTokenId];
     const requests: GenerationRequest[] = queued.map((q) => ({
@@ -113,9 +114,10 @@ export class EngineService implements Service {
     const textOf = (tokens: readonly number[]) => tokens.map((t) => this.vocab.texts[t]).join('');
     const mask = (r: GenerationRequest, generated: readonly number[]) => tokenMask(formats.get(r.requestId)!, this.vocab, textOf(generated), r.maxTokens - generated.length);
     const results = await generate(model, requests, { bank, mask });
-    return results.map((result, i) => {
-      const message: Generated = { type: 'generated', requestId: result.requestId, promptTokens: requests[i]!.prompt.slice(), completionTokens: result.tokens, text: textOf(result.tokens) };
-      return { requestId: result.requestId, to: queued[i]!.replyTo, message };
+    const items = results.map((result, i): GeneratedItem & { replyTo: string } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, promptTokens: requests[i]!.prompt.slice(), completionTokens: result.tokens, text: textOf(result.tokens) }));
+    return [...groupBy(items, (item) => item.replyTo)].map(([to, group]) => {
+      const message: Generated = { type: 'generated', results: group.map(({ replyTo: _, ...item }) => item) };
+      return { requestId: group[0]!.requestId, to, message };
     });
   }
 

@@ -5,7 +5,7 @@
 import { MATCH_POLICIES, type MemberView } from '../src/matchmaking/index.js';
 import type { MATCHMAKING_POLICIES } from '../src/scenario/scenario.js';
 import type { Handler } from '../src/runtime/world.js';
-import type { Offer } from './protocol.js';
+import { groupBy, type OfferedTask } from './protocol.js';
 
 export interface MatchmakerConfig {
   policy: (typeof MATCHMAKING_POLICIES)[number];
@@ -14,10 +14,10 @@ export interface MatchmakerConfig {
 
 export interface MatchmakerState {
   roster: MemberView[]; // every member, as the population manager last sent it
-  offers: Offer[];
+  offers: OfferedTask[];
 }
 
-export type MatchmakerMessage = { type: 'roster'; members: MemberView[] } | Offer | { type: 'match' };
+export type MatchmakerMessage = { type: 'roster'; members: MemberView[] } | { type: 'offers'; offers: OfferedTask[] } | { type: 'match' };
 
 export const matchmakerHandler =
   (config: MatchmakerConfig): Handler<MatchmakerState, MatchmakerMessage> =>
@@ -25,21 +25,27 @@ export const matchmakerHandler =
     switch (message.type) {
       case 'roster':
         return { ...state, roster: message.members };
-      case 'offer':
-        return { ...state, offers: [...state.offers, message] };
+      case 'offers':
+        return { ...state, offers: [...state.offers, ...message.offers] };
       case 'match': {
         const students = state.roster.filter((m) => m.role === 'student').sort((a, b) => (a.id < b.id ? -1 : 1));
         const pairs: Array<{ teacher: string; student: string; taskId: number }> = [];
+        const matched: Array<{ teacher: string; taskId: number; students: string[] }> = [];
         for (const offer of [...state.offers].sort((a, b) => a.taskId - b.taskId)) {
           const teacher = state.roster.find((m) => m.id === offer.teacher);
           if (!teacher) throw new Error(`an offer from ${offer.teacher}, who is not on the roster`);
           const rng = world.streams.stream(self, world.step, offer.taskId);
           const chosen = MATCH_POLICIES[config.policy]({ teacher, students, count: config.studentsPerTask, rng });
-          for (const student of chosen) {
-            world.send(self, student.id, { type: 'assign', taskId: offer.taskId, teacher: offer.teacher, task: offer.task });
-            pairs.push({ teacher: offer.teacher, student: student.id, taskId: offer.taskId });
-          }
-          world.send(self, offer.teacher, { type: 'matched', taskId: offer.taskId, students: chosen.map((s) => s.id) });
+          chosen.forEach((student) => pairs.push({ teacher: offer.teacher, student: student.id, taskId: offer.taskId }));
+          matched.push({ teacher: offer.teacher, taskId: offer.taskId, students: chosen.map((s) => s.id) });
+        }
+        // One message per student with all its tasks, one per teacher with all its matches (actors in id order).
+        const offerOf = new Map(state.offers.map((o) => [o.taskId, o]));
+        for (const [student, ofStudent] of [...groupBy(pairs, (p) => p.student)].sort(([a], [b]) => (a < b ? -1 : 1))) {
+          world.send(self, student, { type: 'assign', tasks: ofStudent.map((p) => ({ taskId: p.taskId, teacher: p.teacher, task: offerOf.get(p.taskId)!.task })) });
+        }
+        for (const [teacher, ofTeacher] of [...groupBy(matched, (m) => m.teacher)].sort(([a], [b]) => (a < b ? -1 : 1))) {
+          world.send(self, teacher, { type: 'matched', tasks: ofTeacher.map(({ taskId, students: chosen }) => ({ taskId, students: chosen })) });
         }
         world.report('matches', pairs);
         return { ...state, offers: [] };

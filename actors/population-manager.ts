@@ -9,7 +9,7 @@ import type { CrossoverKind } from '../src/evolution/operators.js';
 import type { MemberView } from '../src/matchmaking/index.js';
 import { eloUpdate } from '../src/runtime/rating.js';
 import type { Handler, World } from '../src/runtime/world.js';
-import { ENGINE, MATCHMAKER, mean, type Outcome, type Role } from './protocol.js';
+import { ENGINE, MATCHMAKER, mean, type Outcome, type Outcomes, type Role } from './protocol.js';
 import type { ChildSpec, EvolvedReply } from './engine.js';
 
 export interface EvolutionConfig {
@@ -48,7 +48,7 @@ export interface PopulationState {
 
 export type PopulationMessage =
   | { type: 'start-step' }
-  | Outcome
+  | Outcomes
   | { type: 'reward'; member: string; rewardMean: number }
   | { type: 'rate' }
   | EvolvedReply;
@@ -69,8 +69,8 @@ export const populationManagerHandler =
       case 'start-step':
         world.send(self, MATCHMAKER, { type: 'roster', members: state.members.map(view) });
         return state;
-      case 'outcome':
-        return { ...state, outcomes: [...state.outcomes, message] };
+      case 'outcomes':
+        return { ...state, outcomes: [...state.outcomes, ...message.outcomes] };
       case 'reward': {
         const m = member(message.member);
         m.rewards = [...m.rewards, message.rewardMean].slice(-config.evolution.fitnessWindow);

@@ -5,7 +5,8 @@
 
 import { answerFormat, solvePrompt, type AnswerCheck, type ArithTask } from '../src/domains/arith/tasks.js';
 import type { Handler } from '../src/runtime/world.js';
-import { ENGINE, POPULATION_MANAGER, VERIFIER, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
+import { ENGINE, POPULATION_MANAGER, VERIFIER, groupBy, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
+import type { VerifierMessage, VerifierReply } from './verifier.js';
 
 export interface StudentConfig {
   answersPerTask: number;
@@ -34,9 +35,9 @@ export interface StudentState {
 }
 
 export type StudentMessage =
-  | ({ type: 'assign' } & Assignment)
+  | { type: 'assign'; tasks: Assignment[] }
   | Generated
-  | { type: 'checked'; requestId: number; check: AnswerCheck }
+  | Extract<VerifierReply, { type: 'checked' }>
   | { type: 'learn' };
 
 export const studentHandler =
@@ -50,31 +51,41 @@ export const studentHandler =
     const assignment = (taskId: number) => state.assignments.find((a) => a.taskId === taskId)!;
     switch (message.type) {
       case 'assign': {
-        const { type: _, ...assigned } = message;
         const answers = [...state.answers];
-        for (let i = 0; i < config.answersPerTask; i++) {
-          const request: GenerateRequest = { type: 'generate', requestId: world.requestId(), replyTo: self, slot: state.slot, prompt: solvePrompt(assigned.task), format: answerFormat(assigned.task.type) };
-          answers.push({ requestId: request.requestId, taskId: assigned.taskId, promptTokens: [], completionTokens: [], correct: null });
-          world.send(self, ENGINE, request);
+        const request: GenerateRequest = { type: 'generate', replyTo: self, requests: [] };
+        for (const assigned of message.tasks) {
+          for (let i = 0; i < config.answersPerTask; i++) {
+            const requestId = world.requestId();
+            request.requests.push({ requestId, slot: state.slot, prompt: solvePrompt(assigned.task), format: answerFormat(assigned.task.type) });
+            answers.push({ requestId, taskId: assigned.taskId, promptTokens: [], completionTokens: [], correct: null });
+          }
         }
-        return { ...state, assignments: [...state.assignments, assigned], answers };
+        world.send(self, ENGINE, request);
+        return { ...state, assignments: [...state.assignments, ...message.tasks], answers };
       }
       case 'generated': {
-        const a = answer(message.requestId);
-        Object.assign(a, { promptTokens: message.promptTokens, completionTokens: message.completionTokens });
-        world.send(self, VERIFIER, { type: 'check', requestId: a.requestId, replyTo: self, task: assignment(a.taskId).task, answer: message.text });
+        const check: VerifierMessage = { type: 'check', replyTo: self, requests: [] };
+        for (const result of message.results) {
+          const a = answer(result.requestId);
+          Object.assign(a, { promptTokens: result.promptTokens, completionTokens: result.completionTokens });
+          check.requests.push({ requestId: a.requestId, task: assignment(a.taskId).task, answer: result.text });
+        }
+        world.send(self, VERIFIER, check);
         return state;
       }
       case 'checked': {
-        const a = answer(message.requestId);
-        a.correct = message.check.correct;
-        const ofTask = state.answers.filter((b) => b.taskId === a.taskId);
-        if (ofTask.every((b) => b.correct !== null)) {
-          const { teacher } = assignment(a.taskId);
-          const outcome: Outcome = { type: 'outcome', taskId: a.taskId, teacher, student: self, correct: ofTask.filter((b) => b.correct).length, total: ofTask.length };
-          world.send(self, teacher, outcome);
-          world.send(self, POPULATION_MANAGER, outcome);
+        const completed = new Set<number>();
+        for (const { requestId, check } of message.results) {
+          const a = answer(requestId);
+          a.correct = check.correct;
+          if (state.answers.every((b) => b.taskId !== a.taskId || b.correct !== null)) completed.add(a.taskId);
         }
+        const outcomes: Outcome[] = [...completed].sort((x, y) => x - y).map((taskId) => {
+          const ofTask = state.answers.filter((b) => b.taskId === taskId);
+          return { taskId, teacher: assignment(taskId).teacher, student: self, correct: ofTask.filter((b) => b.correct).length, total: ofTask.length };
+        });
+        for (const [teacher, ofTeacher] of groupBy(outcomes, (o) => o.teacher)) world.send(self, teacher, { type: 'outcomes', outcomes: ofTeacher });
+        if (outcomes.length > 0) world.send(self, POPULATION_MANAGER, { type: 'outcomes', outcomes });
         return state;
       }
       case 'learn': {

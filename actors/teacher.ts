@@ -5,7 +5,8 @@
 
 import { proposalFormat, proposalPrompt, taskMetrics, type ArithTask, type ArithTaskType, type Validation } from '../src/domains/arith/tasks.js';
 import type { Handler } from '../src/runtime/world.js';
-import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
+import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, mean, type GenerateRequest, type Generated, type OfferedTask, type Outcomes, type TrainingSample } from './protocol.js';
+import type { VerifierMessage, VerifierReply } from './verifier.js';
 
 export interface TeacherRewards {
   invalidPenalty: number;
@@ -41,9 +42,9 @@ export interface TeacherState {
 export type TeacherMessage =
   | { type: 'propose' }
   | Generated
-  | { type: 'validated'; requestId: number; validation: Validation }
-  | { type: 'matched'; taskId: number; students: string[] }
-  | Outcome
+  | Extract<VerifierReply, { type: 'validated' }>
+  | { type: 'matched'; tasks: Array<{ taskId: number; students: string[] }> }
+  | Outcomes
   | { type: 'learn' };
 
 /** Teacher reward for one proposal (AZR / PopuLoRA form). */
@@ -65,38 +66,50 @@ export const teacherHandler =
     switch (message.type) {
       case 'propose': {
         const proposals: Proposal[] = [];
+        const request: GenerateRequest = { type: 'generate', replyTo: self, requests: [] };
         for (const taskType of config.taskTypes) {
           for (let i = 0; i < config.perTeacher; i++) {
-            const request: GenerateRequest = { type: 'generate', requestId: world.requestId(), replyTo: self, slot: state.slot, prompt: proposalPrompt(taskType), format: proposalFormat(taskType) };
-            proposals.push({ requestId: request.requestId, taskType, promptTokens: [], completionTokens: [], text: '', task: null, invalidReason: null, students: 0, correct: 0, answers: 0 });
-            world.send(self, ENGINE, request);
+            const requestId = world.requestId();
+            request.requests.push({ requestId, slot: state.slot, prompt: proposalPrompt(taskType), format: proposalFormat(taskType) });
+            proposals.push({ requestId, taskType, promptTokens: [], completionTokens: [], text: '', task: null, invalidReason: null, students: 0, correct: 0, answers: 0 });
           }
         }
+        world.send(self, ENGINE, request);
         return { ...state, proposals };
       }
       case 'generated': {
-        const p = proposal(message.requestId);
-        Object.assign(p, { promptTokens: message.promptTokens, completionTokens: message.completionTokens, text: message.text });
-        world.send(self, VERIFIER, { type: 'validate', requestId: p.requestId, replyTo: self, taskType: p.taskType, text: p.text });
+        const validate: VerifierMessage = { type: 'validate', replyTo: self, requests: [] };
+        for (const result of message.results) {
+          const p = proposal(result.requestId);
+          Object.assign(p, { promptTokens: result.promptTokens, completionTokens: result.completionTokens, text: result.text });
+          validate.requests.push({ requestId: p.requestId, taskType: p.taskType, text: p.text });
+        }
+        world.send(self, VERIFIER, validate);
         return state;
       }
       case 'validated': {
-        const p = proposal(message.requestId);
-        if (message.validation.valid) {
-          p.task = message.validation.task;
-          world.send(self, MATCHMAKER, { type: 'offer', taskId: p.requestId, teacher: self, task: p.task });
-        } else {
-          p.invalidReason = message.validation.reason;
+        const offers: OfferedTask[] = [];
+        for (const { requestId, validation } of message.results) {
+          const p = proposal(requestId);
+          if (validation.valid) {
+            p.task = validation.task;
+            offers.push({ taskId: p.requestId, teacher: self, task: p.task });
+          } else {
+            p.invalidReason = validation.reason;
+          }
         }
+        if (offers.length > 0) world.send(self, MATCHMAKER, { type: 'offers', offers });
         return state;
       }
       case 'matched':
-        proposal(message.taskId).students = message.students.length;
+        for (const { taskId, students } of message.tasks) proposal(taskId).students = students.length;
         return state;
-      case 'outcome': {
-        const p = proposal(message.taskId);
-        p.correct += message.correct;
-        p.answers += message.total;
+      case 'outcomes': {
+        for (const outcome of message.outcomes) {
+          const p = proposal(outcome.taskId);
+          p.correct += outcome.correct;
+          p.answers += outcome.total;
+        }
         return state;
       }
       case 'learn': {

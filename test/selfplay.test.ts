@@ -27,7 +27,14 @@ evolution: { every: 2, fraction: 0.5 }
 const scenarioOf = (extra = '') => parseScenario(base + extra, 'test.yaml');
 const fresh = () => mkdtempSync(join(tmpdir(), 'populora-run-'));
 const run = (scenario: Scenario, options: Partial<Parameters<typeof runScenario>[1]> = {}) => runScenario(scenario, { outDir: fresh(), ...options });
-const messagesOf = (events: RunEvent[], type: string) => events.filter((e) => e.type === type).map((e) => (e.payload as { to: string; message: Record<string, unknown> }));
+/** Every (student, teacher) pair the matchmaker's recorded `assign` messages made. */
+const assignments = (events: RunEvent[]) =>
+  events
+    .filter((e) => e.type === 'assign')
+    .flatMap((e) => {
+      const { to, message } = e.payload as { to: string; message: { tasks: Array<{ teacher: string }> } };
+      return message.tasks.map((t) => ({ student: to, teacher: t.teacher }));
+    });
 
 describe('a self-play run', () => {
   it('is a function of its scenario: the same hash twice, and with 1 or 2 verifier workers', async () => {
@@ -41,11 +48,13 @@ describe('a self-play run', () => {
 
     const { events } = readEventLog(join(first.outDir, 'events.msgpack'));
     // Every phase happened: proposals, validations, assignments, answers, checks, training, ratings, evolution.
-    for (const type of ['propose', 'generate', 'generated', 'validate', 'validated', 'offer', 'assign', 'check', 'checked', 'outcome', 'train', 'rate', 'evolve', 'evolved']) {
+    for (const type of ['propose', 'generate', 'generated', 'validate', 'validated', 'offers', 'assign', 'check', 'checked', 'outcomes', 'train', 'rate', 'evolve', 'evolved']) {
       expect(events.some((e) => e.type === type), type).toBe(true);
     }
     // cross: no teacher's task goes to a student of its own sub-population.
-    for (const { to, message } of messagesOf(events, 'assign')) expect((message.teacher as string).split('-')[1]).not.toBe(to.split('-')[1]);
+    const assigned = assignments(events);
+    expect(assigned.length).toBeGreaterThan(0);
+    for (const { student, teacher } of assigned) expect(teacher.split('-')[1]).not.toBe(student.split('-')[1]);
     const metrics = readFileSync(join(first.outDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as StepMetrics);
     expect(metrics.map((m) => m.step)).toEqual([0, 1]);
     const lineage = JSON.parse(readFileSync(join(first.outDir, 'lineage.json'), 'utf8'));
@@ -61,7 +70,7 @@ describe('a self-play run', () => {
     const { events } = readEventLog(file);
     const index = events.findIndex((e) => e.type === 'checked');
     const tampered = structuredClone(events);
-    const check = (tampered[index]!.payload as { message: { check: { correct: boolean } } }).message.check;
+    const { check } = (tampered[index]!.payload as { message: { results: Array<{ check: { correct: boolean } }> } }).message.results[0]!;
     check.correct = !check.correct;
     const log = new EventLog(file);
     tampered.forEach((e) => log.append(e));
@@ -84,11 +93,11 @@ describe('a self-play run', () => {
 
   it('pairs by each policy\'s rule: self solves its own tasks, within stays in its sub-population', async () => {
     const self = await run({ ...scenarioOf(), matchmaking: { policy: 'self', studentsPerTask: 1 } });
-    for (const { to, message } of messagesOf(readEventLog(join(self.outDir, 'events.msgpack')).events, 'assign')) expect(to).toBe((message.teacher as string).replace('teacher', 'student'));
+    for (const { student, teacher } of assignments(readEventLog(join(self.outDir, 'events.msgpack')).events)) expect(student).toBe(teacher.replace('teacher', 'student'));
     const within = await run({ ...scenarioOf(), matchmaking: { policy: 'within', studentsPerTask: 1 } });
-    const assigns = messagesOf(readEventLog(join(within.outDir, 'events.msgpack')).events, 'assign');
+    const assigns = assignments(readEventLog(join(within.outDir, 'events.msgpack')).events);
     expect(assigns.length).toBeGreaterThan(0);
-    for (const { to, message } of assigns) expect((message.teacher as string).split('-')[1]).toBe(to.split('-')[1]);
+    for (const { student, teacher } of assigns) expect(teacher.split('-')[1]).toBe(student.split('-')[1]);
   });
 
   it('refuses a token budget too small for the domain, naming the field', async () => {
