@@ -3,7 +3,7 @@
 // manager, for ratings) how many were correct, and at the learn phase hands its samples to the engine with
 // reward 1 for a correct answer and 0 otherwise.
 
-import { answerFormat, solvePrompt, type AnswerCheck, type ArithTask } from '../src/domains/arith/tasks.js';
+import { answerFormat, solvePrompt, type ArithTask } from '../src/domains/arith/tasks.js';
 import type { Handler } from '../src/runtime/world.js';
 import { ENGINE, POPULATION_MANAGER, VERIFIER, groupBy, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
