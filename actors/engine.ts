@@ -7,6 +7,7 @@
 // task-relative REINFORCE++), so the engine is where every sample of a step meets.
 
 import { tokenMask, type TokenTexts } from '../src/domains/arith/grammar.js';
+import { formatByName } from '../src/domains/arith/tasks.js';
 import { crossover, mutate, type CrossoverKind } from '../src/evolution/operators.js';
 import { generate, type GenerationRequest } from '../src/model/generate.js';
 import type { LlamaModel } from '../src/model/llama.js';
@@ -110,7 +111,7 @@ export class EngineService implements Service {
       topP: this.config.topP,
       stopTokens: [this.vocab.eos],
     }));
-    const formats = new Map(queued.map((q) => [q.requestId, q.format]));
+    const formats = new Map(queued.map((q) => [q.requestId, formatByName(q.format)]));
     const textOf = (tokens: readonly number[]) => tokens.map((t) => this.vocab.texts[t]).join('');
     const mask = (r: GenerationRequest, generated: readonly number[]) => tokenMask(formats.get(r.requestId)!, this.vocab, textOf(generated), r.maxTokens - generated.length);
     const results = await generate(model, requests, { bank, mask });

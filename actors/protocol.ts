@@ -1,8 +1,7 @@
 // What the actors' messages share: the member registry's view, training samples, and the names of the
 // singleton actors. Every message is plain data with a `type` tag; each actor file declares the ones it takes.
 
-import type { ArithTask, ArithTaskType } from '../src/domains/arith/tasks.js';
-import type { Format } from '../src/domains/arith/grammar.js';
+import type { ArithTask, ArithTaskType, FormatName } from '../src/domains/arith/tasks.js';
 
 export const ENGINE = 'engine';
 export const VERIFIER = 'verifier';
@@ -32,7 +31,7 @@ export interface GenerateItem {
   requestId: number;
   slot: number;
   prompt: string;
-  format: Format;
+  format: FormatName; // the grammar its output is decoded under
 }
 
 export interface GenerateRequest {

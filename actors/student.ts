@@ -3,7 +3,7 @@
 // manager, for ratings) how many were correct, and at the learn phase hands its samples to the engine with
 // reward 1 for a correct answer and 0 otherwise.
 
-import { answerFormat, solvePrompt, type ArithTask } from '../src/domains/arith/tasks.js';
+import { solvePrompt, type ArithTask } from '../src/domains/arith/tasks.js';
 import type { Handler } from '../src/runtime/world.js';
 import { ENGINE, POPULATION_MANAGER, VERIFIER, groupBy, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
@@ -56,7 +56,7 @@ export const studentHandler =
         for (const assigned of message.tasks) {
           for (let i = 0; i < config.answersPerTask; i++) {
             const requestId = world.requestId();
-            request.requests.push({ requestId, slot: state.slot, prompt: solvePrompt(assigned.task), format: answerFormat(assigned.task.type) });
+            request.requests.push({ requestId, slot: state.slot, prompt: solvePrompt(assigned.task), format: `answer/${assigned.task.type}` });
             answers.push({ requestId, taskId: assigned.taskId, promptTokens: [], completionTokens: [], correct: null });
           }
         }
@@ -64,12 +64,10 @@ export const studentHandler =
         return { ...state, assignments: [...state.assignments, ...message.tasks], answers };
       }
       case 'generated': {
-        const check: VerifierMessage = { type: 'check', replyTo: self, requests: [] };
-        for (const result of message.results) {
-          const a = answer(result.requestId);
-          Object.assign(a, { promptTokens: result.promptTokens, completionTokens: result.completionTokens });
-          check.requests.push({ requestId: a.requestId, task: assignment(a.taskId).task, answer: result.text });
-        }
+        for (const result of message.results) Object.assign(answer(result.requestId), { promptTokens: result.promptTokens, completionTokens: result.completionTokens });
+        const byTask = groupBy(message.results, (result) => String(answer(result.requestId).taskId));
+        const requests = [...byTask.values()].map((results) => ({ task: assignment(answer(results[0]!.requestId).taskId).task, answers: results.map((r) => ({ requestId: r.requestId, answer: r.text })) }));
+        const check: VerifierMessage = { type: 'check', replyTo: self, requests };
         world.send(self, VERIFIER, check);
         return state;
       }

@@ -3,7 +3,7 @@
 // outcomes, and at the learn phase turns them into rewards (DESIGN.md: learnability 1 - solve rate; a penalty
 // for an invalid task; optionally 0 when no student solved it) and hands its samples to the engine.
 
-import { proposalFormat, proposalPrompt, taskMetrics, type ArithTask, type ArithTaskType } from '../src/domains/arith/tasks.js';
+import { proposalPrompt, taskMetrics, type ArithTask, type ArithTaskType } from '../src/domains/arith/tasks.js';
 import type { Handler } from '../src/runtime/world.js';
 import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, mean, type GenerateRequest, type Generated, type OfferedTask, type Outcomes, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
@@ -70,7 +70,7 @@ export const teacherHandler =
         for (const taskType of config.taskTypes) {
           for (let i = 0; i < config.perTeacher; i++) {
             const requestId = world.requestId();
-            request.requests.push({ requestId, slot: state.slot, prompt: proposalPrompt(taskType), format: proposalFormat(taskType) });
+            request.requests.push({ requestId, slot: state.slot, prompt: proposalPrompt(taskType), format: `proposal/${taskType}` });
             proposals.push({ requestId, taskType, promptTokens: [], completionTokens: [], text: '', task: null, invalidReason: null, students: 0, correct: 0, answers: 0 });
           }
         }

@@ -12,7 +12,7 @@ export type VerifierState = null;
 
 export type VerifierMessage =
   | { type: 'validate'; replyTo: string; requests: Array<{ requestId: number; taskType: ArithTaskType; text: string }> }
-  | { type: 'check'; replyTo: string; requests: Array<{ requestId: number; task: ArithTask; answer: string }> };
+  | { type: 'check'; replyTo: string; requests: Array<{ task: ArithTask; answers: Array<{ requestId: number; answer: string }> }> };
 
 export type VerifierReply =
   | { type: 'validated'; results: Array<{ requestId: number; validation: Validation }> }
@@ -29,7 +29,7 @@ export class VerifierService implements Service {
   readonly handler: Handler<VerifierState, VerifierMessage> = (state, message) => {
     const { replyTo } = message;
     if (message.type === 'validate') this.queue.push(...message.requests.map((r) => ({ replyTo, requestId: r.requestId, job: { kind: 'validate', taskType: r.taskType, text: r.text } as const })));
-    else this.queue.push(...message.requests.map((r) => ({ replyTo, requestId: r.requestId, job: { kind: 'check', task: r.task, answer: r.answer } as const })));
+    else this.queue.push(...message.requests.flatMap(({ task, answers }) => answers.map((a) => ({ replyTo, requestId: a.requestId, job: { kind: 'check', task, answer: a.answer } as const }))));
     return state;
   };
 

@@ -52,6 +52,15 @@ export function proposalFormat(type: ArithTaskType): Format {
   return [expr, literal(';'), input, ...Array.from({ length: INDUCE_PAIRS - 1 }, () => [literal(','), input]).flat()];
 }
 
+/** A format by name, as requests carry it: "proposal/deduce", "answer/induce", … */
+export type FormatName = `${'proposal' | 'answer'}/${ArithTaskType}`;
+
+export function formatByName(name: FormatName): Format {
+  const [kind, type] = name.split('/') as ['proposal' | 'answer', ArithTaskType];
+  if (!ARITH_TASK_TYPES.includes(type)) throw new RangeError(`no format named ${name}`);
+  return kind === 'proposal' ? proposalFormat(type) : answerFormat(type);
+}
+
 export function answerFormat(type: ArithTaskType): Format {
   return type === 'deduce' ? [{ kind: 'int', digits: VALUE_DIGITS }] : type === 'abduce' ? [input] : [expr];
 }
