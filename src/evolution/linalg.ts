@@ -29,6 +29,16 @@ export function transpose(a: Matrix): Matrix {
 
 const JACOBI_SWEEPS = 60;
 
+/** Columns p and q of x [rows, n] turned by the plane rotation (c, s). */
+function rotate(x: Float64Array, rows: number, n: number, p: number, q: number, c: number, s: number): void {
+  for (let i = 0; i < rows; i++) {
+    const a = x[i * n + p]!;
+    const b = x[i * n + q]!;
+    x[i * n + p] = c * a - s * b;
+    x[i * n + q] = s * a + c * b;
+  }
+}
+
 /**
  * SVD by one-sided Jacobi (Hestenes): a [m, n] = u [m, p] · diag(s) · vᵀ [p, n], p = min(m, n), singular values
  * descending. Rotations run in a fixed order, so the result is deterministic.
@@ -50,7 +60,8 @@ export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
         let beta = 0;
         let gamma = 0;
         for (let i = 0; i < m; i++) {
-          const [x, y] = [w[i * n + p]!, w[i * n + q]!];
+          const x = w[i * n + p]!;
+          const y = w[i * n + q]!;
           alpha += x * x;
           beta += y * y;
           gamma += x * y;
@@ -61,16 +72,8 @@ export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
         const t = Math.sign(zeta || 1) / (Math.abs(zeta) + Math.sqrt(1 + zeta * zeta));
         const c = 1 / Math.sqrt(1 + t * t);
         const s = c * t;
-        for (let i = 0; i < m; i++) {
-          const [x, y] = [w[i * n + p]!, w[i * n + q]!];
-          w[i * n + p] = c * x - s * y;
-          w[i * n + q] = s * x + c * y;
-        }
-        for (let i = 0; i < n; i++) {
-          const [x, y] = [v[i * n + p]!, v[i * n + q]!];
-          v[i * n + p] = c * x - s * y;
-          v[i * n + q] = s * x + c * y;
-        }
+        rotate(w, m, n, p, q, c, s);
+        rotate(v, n, n, p, q, c, s);
       }
     if (!rotated) break;
   }
