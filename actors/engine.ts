@@ -8,7 +8,8 @@
 
 import { tokenMask, type TokenTexts } from '../src/domains/arith/grammar.js';
 import { formatByName } from '../src/domains/arith/tasks.js';
-import { crossover, mutate, type CrossoverKind } from '../src/evolution/operators.js';
+import { BankEvolution } from '../src/evolution/device-operators.js';
+import type { CrossoverKind } from '../src/evolution/operators.js';
 import { generate, type GenerationRequest } from '../src/model/generate.js';
 import type { LlamaModel } from '../src/model/llama.js';
 import type { LoraBank } from '../src/model/lora-bank.js';
@@ -65,6 +66,7 @@ export class EngineService implements Service {
   private samples: TrainingSample[] = [];
   private evolutions: EvolveRequest[] = [];
   private readonly vocab: TokenTexts;
+  private readonly evolution: BankEvolution;
 
   constructor(
     private readonly parts: EngineParts,
@@ -74,6 +76,7 @@ export class EngineService implements Service {
     if (tokenizer.eosTokenId === null) throw new RangeError('the model\'s tokenizer has no end-of-sequence token: generation under a grammar needs one');
     const texts = Array.from({ length: model.config.vocabSize }, (_, id) => (id < tokenizer.vocabSize ? tokenizer.decode([id]) : ''));
     this.vocab = { texts, eos: tokenizer.eosTokenId };
+    this.evolution = new BankEvolution(parts.bank, model.config);
   }
 
   readonly handler: Handler<EngineState, EngineMessage> = (state, message) => {
@@ -130,14 +133,15 @@ export class EngineService implements Service {
     return { loss: report.loss, entropyMean: report.entropyMean, trainedTokens: report.trainedTokens, gradNorms: Object.fromEntries(report.gradNorms) };
   }
 
+  /** Each child is made in its slot on the device from its parents' slots (src/evolution/device-operators.ts). */
   private async evolve(request: EvolveRequest): Promise<Delivery> {
-    const { bank, optimizer } = this.parts;
-    const parentSlots = [...new Set(request.children.flatMap((c) => c.parentSlots))].sort((a, b) => a - b);
-    const parents = new Map(await Promise.all(parentSlots.map(async (slot) => [slot, await bank.read(slot)] as const)));
+    const { optimizer } = this.parts;
+    const childSlots = new Set(request.children.map((c) => c.slot));
     for (const child of request.children) {
-      const [p1, p2] = child.parentSlots.map((slot) => parents.get(slot)!);
-      const adapter = child.operator === 'mutate' ? mutate(p1!, { sigma: request.sigma, seed: child.seed }) : crossover(p1!, p2!, { kind: request.crossover, seed: child.seed });
-      bank.load(child.slot, adapter);
+      if (child.parentSlots.some((slot) => childSlots.has(slot))) throw new Error(`evolution: slot ${child.slot}'s parents ${child.parentSlots.join(', ')} include a slot being replaced`);
+      const [p1, p2] = child.parentSlots;
+      if (child.operator === 'mutate') this.evolution.mutate(child.slot, p1!, { sigma: request.sigma, seed: child.seed });
+      else await this.evolution.crossover(child.slot, p1!, p2!, { kind: request.crossover, seed: child.seed });
       if (child.inheritOptimizerFrom === null) optimizer.resetSlot(child.slot);
       else await optimizer.copySlot(child.inheritOptimizerFrom, child.slot);
     }

@@ -1,42 +1,73 @@
 // Milliseconds per child for each evolution operator, on the toy model's adapters and on 7B-shaped ones
-// (32 layers, d 4096, MLP 11008, rank 16, all seven projections). Prints a table; writes JSON.
+// (32 layers, d 4096, MLP 11008, rank 16, all seven projections): the host operators (operators.ts, CPU), and
+// with --device, the device operators on adapters resident in a LoRA bank (device-operators.ts; timed to the
+// completion of the device work). Prints a table; writes JSON.
 //
-//   node dist/bench/evolution.js [--repeats 3] [--skip-7b] [--out bench/results/evolution-cpu.json]
+//   node dist/bench/evolution.js [--repeats 3] [--skip-7b] [--device webgpu|cpu] [--out bench/results/evolution-cpu.json]
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
+import { openBackend, type BackendChoice } from '../src/backend/select.js';
+import { BankEvolution } from '../src/evolution/device-operators.js';
 import { CROSSOVER_KINDS, crossover, mutate } from '../src/evolution/operators.js';
 import { TINY_CONFIGS, type LlamaConfig } from '../src/model/config.js';
-import { LORA_MODULES, randomAdapter } from '../src/model/peft.js';
+import { LoraBank } from '../src/model/lora-bank.js';
+import { LORA_MODULES, randomAdapter, type LoraAdapter } from '../src/model/peft.js';
 
 const LLAMA_7B: LlamaConfig = { ...TINY_CONFIGS['tiny']!, vocabSize: 32000, hiddenSize: 4096, intermediateSize: 11008, numLayers: 32, numHeads: 32, numKvHeads: 32, headDim: 128 };
-const { values: args } = parseArgs({ options: { repeats: { type: 'string', default: '3' }, 'skip-7b': { type: 'boolean', default: false }, out: { type: 'string', default: 'bench/results/evolution-cpu.json' } } });
+const { values: args } = parseArgs({ options: { repeats: { type: 'string', default: '3' }, 'skip-7b': { type: 'boolean', default: false }, device: { type: 'string' }, out: { type: 'string', default: 'bench/results/evolution-cpu.json' } } });
+const repeats = Number(args.repeats);
 
 const shapes: Array<[string, LlamaConfig, number]> = [['toy (tiny, r 8)', TINY_CONFIGS['tiny']!, 8]];
 if (!args['skip-7b']) shapes.push(['7B-shaped (r 16)', LLAMA_7B, 16]);
-const rows: Array<{ shape: string; operator: string; msPerChild: number; parameters: number }> = [];
+const rows: Array<{ shape: string; operator: string; path: string; msPerChild: number; parameters: number }> = [];
+const backend = args.device ? await openBackend(args.device as BackendChoice) : null;
 
-for (const [name, config, rank] of shapes) {
-  const [p1, p2] = [1, 2].map((seed) => randomAdapter(config, { rank, targets: [...LORA_MODULES], seed, init: 'gaussian' }));
-  const parameters = p1!.layers.reduce((n, layer) => n + Object.values(layer).reduce((m, f) => m + f.a.length + f.b.length, 0), 0);
-  const operators: Array<[string, () => unknown]> = [
-    ['mutate', () => mutate(p1!, { sigma: 0.01, seed: 7 })],
-    ...CROSSOVER_KINDS.map((kind): [string, () => unknown] => [`crossover ${kind}`, () => crossover(p1!, p2!, { kind, seed: 7 })]),
-  ];
-  for (const [operator, run] of operators) {
-    run(); // warm-up
-    const start = performance.now();
-    for (let i = 0; i < Number(args.repeats); i++) run();
-    rows.push({ shape: name, operator, msPerChild: (performance.now() - start) / Number(args.repeats), parameters });
-    console.error(`  ${name}: ${operator}`);
-  }
+async function time(run: () => unknown | Promise<unknown>): Promise<number> {
+  await run(); // warm-up
+  const start = performance.now();
+  for (let i = 0; i < repeats; i++) await run();
+  return (performance.now() - start) / repeats;
 }
 
-console.log(`\nevolution operators on the CPU (float64 maths, float32 factors), mean of ${args.repeats}\n`);
-console.log('| adapters | parameters | operator | ms per child |');
-console.log('|---|---:|---|---:|');
-for (const r of rows) console.log(`| ${r.shape} | ${(r.parameters / 1e6).toFixed(2)} M | ${r.operator} | ${r.msPerChild.toFixed(1)} |`);
+for (const [name, config, rank] of shapes) {
+  const [p1, p2] = [1, 2].map((seed) => randomAdapter(config, { rank, targets: [...LORA_MODULES], seed, init: 'gaussian' })) as [LoraAdapter, LoraAdapter];
+  const parameters = p1.layers.reduce((n, layer) => n + Object.values(layer).reduce((m, f) => m + f.a.length + f.b.length, 0), 0);
+  const operators = ['mutate', ...CROSSOVER_KINDS.map((kind) => `crossover ${kind}`)];
+  for (const operator of operators) {
+    const kind = operator.split(' ')[1] as (typeof CROSSOVER_KINDS)[number];
+    const msPerChild = await time(() => (operator === 'mutate' ? mutate(p1, { sigma: 0.01, seed: 7 }) : crossover(p1, p2, { kind, seed: 7 })));
+    rows.push({ shape: name, operator, path: 'host (cpu)', msPerChild, parameters });
+    console.error(`  ${name}: ${operator} on the host`);
+  }
+  if (!backend) continue;
+  const bank = new LoraBank(backend, config, 3, rank, [...LORA_MODULES]);
+  bank.load(0, p1);
+  bank.load(1, p2);
+  const evolution = new BankEvolution(bank, config);
+  const settle = () => backend.readF32(bank.scaleTensor); // a read waits for every submitted dispatch
+  for (const operator of operators) {
+    const kind = operator.split(' ')[1] as (typeof CROSSOVER_KINDS)[number];
+    const msPerChild = await time(async () => {
+      if (operator === 'mutate') evolution.mutate(2, 0, { sigma: 0.01, seed: 7 });
+      else await evolution.crossover(2, 0, 1, { kind, seed: 7 });
+      await settle();
+    });
+    rows.push({ shape: name, operator, path: 'device', msPerChild, parameters });
+    console.error(`  ${name}: ${operator} on the device`);
+  }
+  bank.destroy();
+}
+const device = backend?.deviceDescription ?? null;
+backend?.destroy();
+
+console.log(`\nevolution operators, ms per child, mean of ${repeats} (host: float64 maths on float32 factors)`);
+if (backend) console.log(`device: ${backend.deviceDescription}`);
+console.log('');
+console.log('| adapters | parameters | operator | path | ms per child |');
+console.log('|---|---:|---|---|---:|');
+for (const r of rows) console.log(`| ${r.shape} | ${(r.parameters / 1e6).toFixed(2)} M | ${r.operator} | ${r.path} | ${r.msPerChild.toFixed(1)} |`);
 mkdirSync(dirname(args.out!), { recursive: true });
-writeFileSync(args.out!, JSON.stringify({ backend: 'cpu', rows }, null, 2));
+writeFileSync(args.out!, JSON.stringify({ device, rows }, null, 2));
 console.log(`\nwrote ${args.out}`);

@@ -129,6 +129,26 @@ export interface Backend {
   //   param -= lr · (m·c1 / (sqrt(v·c2) + eps) + weightDecay · param)
   // A slot with lr = 0 is left untouched (its moments too).
   adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, slotSize: number, slotParams: Tensor, hyper: AdamWHyper): void;
+
+  // ---- Evolution ops (src/evolution/device-operators.ts): on a bank tensor of slots of `slotSize` elements. ----
+
+  // x[slot·S + i] += sigma · sqrt(sums[slot] / S) · z_i, z the hashed Gaussian of src/evolution/operators.ts.
+  mutateSlotInPlace(x: Tensor, slotSize: number, slot: number, sums: Tensor, o: SlotMutation): void;
+  // x[outSlot·S + i] = weights[0, k]·x[slot1·S + i] + weights[1, k]·x[slot2·S + i], k = floor(i / divisor) % R.
+  // weights: [2, R]. The child's region must differ from the parents'.
+  mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor): void;
+  // out[outOffset + i·n + j] = Σ_k v_i[k]·v_j[k], v_i[k] = x[bases[i] + k·stride], k < length.  bases: i32 [n]
+  gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, n: number, length: number, stride: number): void;
+  // x[bases[n + j] + k·stride] = Σ_i mix[i, j] · x[bases[i] + k·stride] for j < keep, k < length.
+  // bases: i32 [n + keep], mix: [n, keep]; the outputs must not overlap the inputs.
+  combineInPlace(x: Tensor, bases: Tensor, mix: Tensor, n: number, keep: number, length: number, stride: number): void;
+}
+
+export interface SlotMutation {
+  seed: number; // u32
+  stream: number; // u32: which factor of which module (operators.ts noiseStream)
+  sigma: number;
+  fraction: number; // share of entries moved; 1 = all
 }
 
 export interface AdamWHyper {

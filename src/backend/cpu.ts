@@ -6,6 +6,7 @@ import { roundToF16 } from './half.js';
 import { sampleRow } from './sampling.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
 import * as backward from './cpu-backward.js';
+import * as evolution from './cpu-evolution.js';
 
 export class CpuBackend implements Backend {
   readonly name = 'cpu' as const;
@@ -235,4 +236,10 @@ export class CpuBackend implements Backend {
   loraShrinkBackwardInPlace = backward.loraShrinkBackwardInPlace;
   sumSquaresBySlot = backward.sumSquaresBySlot;
   adamwInPlace = backward.adamwInPlace;
+
+  // Evolution ops: cpu-evolution.ts.
+  mutateSlotInPlace = evolution.mutateSlotInPlace;
+  mixSlotsInPlace = evolution.mixSlotsInPlace;
+  gramInto = evolution.gramInto;
+  combineInPlace = evolution.combineInPlace;
 }

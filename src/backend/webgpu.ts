@@ -9,6 +9,7 @@ import { assert, colsOf, describeShape, MAX_CONTEXT, numel, rowsOf, type Backend
 import { f16BitsToF32, f32ToF16Bits } from './half.js';
 import { KernelLibrary, openDevice, releaseInstance } from './webgpu-device.js';
 import { BackwardKernels, type GpuTensor } from './webgpu-backward.js';
+import { EvolutionKernels } from './webgpu-evolution.js';
 import { Recorder, type Binding, type Field } from './webgpu-recorder.js';
 
 const MAX_HEAD_DIM = 256; // attention.wgsl keeps the query in workgroup memory
@@ -44,6 +45,7 @@ class WebGpuBackend implements Backend {
   private readonly bindingLimit: number;
   private destroyed = false;
   private readonly backward: BackwardKernels; // the training ops, in webgpu-backward.ts
+  private readonly evolution: EvolutionKernels; // weight-space evolution, in webgpu-evolution.ts
 
   constructor(
     private readonly device: GPUDevice,
@@ -54,15 +56,17 @@ class WebGpuBackend implements Backend {
     this.recorder = new Recorder(device, kernels, validate);
     this.bindingLimit = device.limits.maxStorageBufferBindingSize;
     this.dummy = device.createBuffer({ label: 'absent input', size: 16, usage: STORAGE });
-    this.backward = new BackwardKernels({
+    const context = {
       recorder: this.recorder,
       dummy: this.dummy,
-      output: (shape, dtype) => this.output(shape, dtype),
-      free: (t) => this.free(t),
-      f32: (t, what) => this.f32(t, what),
-      i32: (t, count, what) => this.i32(t, count, what),
-      weight: (t, what) => this.weight(t, what),
-    });
+      output: (shape: readonly number[], dtype?: 'f32' | 'i32') => this.output(shape, dtype),
+      free: (t: Tensor) => this.free(t),
+      f32: (t: Tensor, what: string) => this.f32(t, what),
+      i32: (t: Tensor, count: number, what: string) => this.i32(t, count, what),
+      weight: (t: Tensor, what: string) => this.weight(t, what),
+    };
+    this.backward = new BackwardKernels(context);
+    this.evolution = new EvolutionKernels(context);
   }
 
   // ---- memory ----
@@ -373,4 +377,8 @@ class WebGpuBackend implements Backend {
   loraShrinkBackwardInPlace: Backend['loraShrinkBackwardInPlace'] = (...args) => this.backward.loraShrinkBackwardInPlace(...args);
   sumSquaresBySlot: Backend['sumSquaresBySlot'] = (...args) => this.backward.sumSquaresBySlot(...args);
   adamwInPlace: Backend['adamwInPlace'] = (...args) => this.backward.adamwInPlace(...args);
+  mutateSlotInPlace: Backend['mutateSlotInPlace'] = (...args) => this.evolution.mutateSlotInPlace(...args);
+  mixSlotsInPlace: Backend['mixSlotsInPlace'] = (...args) => this.evolution.mixSlotsInPlace(...args);
+  gramInto: Backend['gramInto'] = (...args) => this.evolution.gramInto(...args);
+  combineInPlace: Backend['combineInPlace'] = (...args) => this.evolution.combineInPlace(...args);
 }

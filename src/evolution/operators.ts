@@ -8,7 +8,7 @@
 //                rank         each rank-1 component (row j of A with column j of B) from one parent
 //                interpolate  w1·factors1 + w2·factors2 (does NOT preserve the delta: B·A is bilinear)
 
-import { hashU32 } from '../backend/sampling.js';
+import { perturbInPlace, uniform } from '../backend/noise.js';
 import { LORA_MODULES, loraScale, type LoraAdapter, type LoraFactors, type LoraModule } from '../model/peft.js';
 import { matrix, multiply, svd, transpose, type Matrix } from './linalg.js';
 
@@ -29,21 +29,8 @@ export interface CrossoverOptions {
   seed: number;
 }
 
-/** Uniform in (0, 1]: never 0, so Box–Muller's log stays finite. */
-const toUniform = (bits: number) => ((bits >>> 8) + 1) / 16777216;
-const uniform = (seed: number, stream: number, index: number) => toUniform(hashU32(seed, stream, index));
-
-/** Standard normals for entries 2i and 2i+1 (both Box–Muller outputs of one pair of uniforms). */
-function gaussianPair(seed: number, stream: number, pair: number): [number, number] {
-  const h = hashU32(seed, stream, pair);
-  const radius = Math.sqrt(-2 * Math.log(toUniform(h)));
-  const angle = 2 * Math.PI * toUniform(hashU32(h, stream, 0x9e3779b9));
-  return [radius * Math.cos(angle), radius * Math.sin(angle)];
-}
-
 /** One stream per (layer, module, factor), so perturbing one never shifts another. */
 export const noiseStream = (layer: number, module: LoraModule, factor: 0 | 1) => ((layer * LORA_MODULES.length + LORA_MODULES.indexOf(module)) * 2 + factor) * 2;
-const SPARSE_SALT = 0x5bd1e995;
 
 function rms(x: Float32Array): number {
   let sum = 0;
@@ -68,14 +55,8 @@ export function mutate(adapter: LoraAdapter, o: MutationOptions): LoraAdapter {
   const fraction = o.fraction ?? 1;
   if (!(fraction > 0 && fraction <= 1)) throw new RangeError(`mutation fraction must be in (0, 1], got ${fraction}`);
   const perturb = (x: Float32Array, stream: number) => {
-    const scale = o.sigma * rms(x);
     const out = x.slice();
-    const chosen = (index: number) => fraction === 1 || uniform(o.seed ^ SPARSE_SALT, stream, index) <= fraction;
-    for (let i = 0; i < x.length; i += 2) {
-      const [z0, z1] = gaussianPair(o.seed, stream, i >>> 1);
-      if (chosen(i)) out[i] = x[i]! + scale * z0;
-      if (i + 1 < x.length && chosen(i + 1)) out[i + 1] = x[i + 1]! + scale * z1;
-    }
+    perturbInPlace(out, o.sigma * rms(x), o.seed, stream, fraction);
     return out;
   };
   return mapFactors(adapter, (l, m, f) => {
@@ -263,14 +244,23 @@ function svdCrossover(f1: LoraFactors, f2: LoraFactors, r: number, inFeatures: n
   const stackedA = new Float32Array(2 * r * inFeatures); // rows of Qᵀ = [A1; A2]
   stackedA.set(f1.a, 0);
   stackedA.set(f2.a, r * inFeatures);
-  const p = gramFactor(columnGram(f1.b, f2.b, outFeatures, r));
-  const q = gramFactor(rowGram(stackedA, 2 * r, inFeatures));
+  const { mixB, mixA } = svdMixes(columnGram(f1.b, f2.b, outFeatures, r), rowGram(stackedA, 2 * r, inFeatures), r, w1, w2);
+  const a = new Float32Array(r * inFeatures);
+  a.set(combineRows(stackedA, 2 * r, inFeatures, mixA)); // rows keep..r stay zero when the blend has rank below r
+  return { a, b: mixColumns(f1.b, f2.b, outFeatures, r, mixB) };
+}
+
+/**
+ * The small part of the SVD crossover, from the Gram matrices of the stacked factors ([2r, 2r] each: of the
+ * columns of [B1 B2] and of the rows of [A1; A2]) to the mixes that make the child: child B = [B1 B2]·mixB,
+ * child A = mixAᵀ·[A1; A2], each mix [2r, keep]. Shared by the host operator and the device one.
+ */
+export function svdMixes(gramB: Matrix, gramA: Matrix, r: number, w1: number, w2: number): { mixB: Matrix; mixA: Matrix } {
+  const p = gramFactor(gramB);
+  const q = gramFactor(gramA);
   const weighted = matrix(p.r.rows, 2 * r, p.r.data.map((x, i) => x * (i % (2 * r) < r ? w1 : w2)));
   const { u, s, v } = svd(multiply(weighted, transpose(q.r))); // core [kp, kq]
   const keep = Math.min(r, s.length);
   const scaled = (m: Matrix) => matrix(m.rows, keep, Float64Array.from({ length: m.rows * keep }, (_, i) => m.data[Math.floor(i / keep) * m.cols + (i % keep)]! * Math.sqrt(s[i % keep]!)));
-  const b = mixColumns(f1.b, f2.b, outFeatures, r, p.toQ(scaled(u))); // [out, r]
-  const a = new Float32Array(r * inFeatures);
-  a.set(combineRows(stackedA, 2 * r, inFeatures, q.toQ(scaled(v)))); // rows keep..r stay zero when the blend has rank below r
-  return { a, b };
+  return { mixB: p.toQ(scaled(u)), mixA: q.toQ(scaled(v)) };
 }

@@ -26,7 +26,7 @@ export class LoraBank {
   private readonly slotInfo: (SlotInfo | null)[];
 
   constructor(
-    private readonly backend: Backend,
+    readonly backend: Backend,
     private readonly config: LlamaConfig,
     readonly capacity: number,
     readonly rank: number,
@@ -79,6 +79,21 @@ export class LoraBank {
     this.backend.write(this.scales, new Float32Array([loraScale(adapter)]), slot);
     const { layers: _, ...info } = adapter;
     this.slotInfo[slot] = { ...info, targetModules: [...info.targetModules] };
+  }
+
+  /** A slot's adapter settings (rank, alpha, modules), or null when empty. */
+  info(slot: number): Omit<LoraAdapter, 'layers'> | null {
+    this.checkSlot(slot);
+    return this.slotInfo[slot] ?? null;
+  }
+
+  /** Gives slot `to` the settings and scale of slot `from` (a child made on the device keeps its parent's). */
+  copySettings(from: number, to: number): void {
+    const info = this.info(from);
+    if (!info) throw new RangeError(`adapter bank slot ${from} is empty`);
+    this.checkSlot(to);
+    this.backend.write(this.scales, new Float32Array([loraScale({ ...info, layers: [] })]), to);
+    this.slotInfo[to] = { ...info, targetModules: [...info.targetModules] };
   }
 
   /** Reads a slot's adapter back from the device (at its own rank, as loaded). */

@@ -1,0 +1,26 @@
+// The SVD crossover's last step: the child's vectors as combinations of the parents' stacked vectors,
+//   out_j[k] = Σ_i mix[i · keep + j] · v_i[k],   v_i[k] = x[bases[i] + k · stride],   out_j[k] at x[bases[n + j] + k · stride]
+// for j < keep and k < length, written into the child's region of the same tensor (disjoint from the parents').
+// Bindings: p: Params; x: f32, read_write; bases: [n + keep] i32 (the parents' vectors, then the child's);
+//           mix: [n, keep] f32
+// Dispatch: ceil(keep · length / 256) workgroups of 256 threads (folded into (x, y) past 65535), one output each;
+// its sum over i runs in order.
+
+struct Params { n: u32, keep: u32, length: u32, stride: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read> bases: array<i32>;
+@group(0) @binding(3) var<storage, read> mix: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) groups: vec3u) {
+  let index = gid.x + gid.y * groups.x * 256u;
+  if (index >= p.keep * p.length) { return; }
+  let j = index / p.length;
+  let k = index % p.length;
+  var sum = 0.0;
+  for (var i = 0u; i < p.n; i++) {
+    sum += mix[i * p.keep + j] * x[u32(bases[i]) + k * p.stride];
+  }
+  x[u32(bases[p.n + j]) + k * p.stride] = sum;
+}

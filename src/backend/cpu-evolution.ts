@@ -1,0 +1,53 @@
+// CPU twins of the evolution kernels (kernels/evolve_*.wgsl): plain loops, float64 sums, the same addressing.
+
+import { assert, numel, type SlotMutation, type Tensor } from './backend.js';
+import { f32Of, i32Of } from './cpu-tensor.js';
+import { perturbInPlace } from './noise.js';
+
+function slotRegion(x: Tensor, slotSize: number, slot: number, what: string): Float32Array {
+  const xs = f32Of(x);
+  assert(Number.isInteger(slot) && slot >= 0 && (slot + 1) * slotSize <= xs.length, `${what}: slot ${slot} of ${slotSize} is outside a tensor of ${xs.length}`);
+  return xs.subarray(slot * slotSize, (slot + 1) * slotSize);
+}
+
+export function mutateSlotInPlace(x: Tensor, slotSize: number, slot: number, sums: Tensor, o: SlotMutation): void {
+  const scale = o.sigma * Math.sqrt(f32Of(sums)[slot]! / slotSize);
+  perturbInPlace(slotRegion(x, slotSize, slot, 'mutateSlotInPlace'), scale, o.seed, o.stream, o.fraction);
+}
+
+export function mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor): void {
+  assert(outSlot !== slot1 && outSlot !== slot2, 'mixSlotsInPlace: the child slot must differ from its parents');
+  const [out, x1, x2] = [outSlot, slot1, slot2].map((s) => slotRegion(x, slotSize, s, 'mixSlotsInPlace')) as [Float32Array, Float32Array, Float32Array];
+  const w = f32Of(weights);
+  const R = w.length / 2;
+  for (let i = 0; i < slotSize; i++) {
+    const k = Math.floor(i / divisor) % R;
+    out[i] = w[k]! * x1[i]! + w[R + k]! * x2[i]!;
+  }
+}
+
+export function gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, n: number, length: number, stride: number): void {
+  const [o, xs, b] = [f32Of(out), f32Of(x), i32Of(bases)];
+  assert(outOffset + n * n <= o.length && b.length >= n, `gramInto: ${n}x${n} at ${outOffset} does not fit ${o.length}, or ${b.length} bases`);
+  for (let i = 0; i < n; i++) {
+    for (let j = i; j < n; j++) {
+      let sum = 0;
+      for (let k = 0; k < length; k++) sum += xs[b[i]! + k * stride]! * xs[b[j]! + k * stride]!;
+      o[outOffset + i * n + j] = o[outOffset + j * n + i] = sum;
+    }
+  }
+}
+
+export function combineInPlace(x: Tensor, bases: Tensor, mix: Tensor, n: number, keep: number, length: number, stride: number): void {
+  const [xs, b, m] = [f32Of(x), i32Of(bases), f32Of(mix)];
+  assert(b.length === n + keep && numel(mix.shape) === n * keep, `combineInPlace: ${b.length} bases and a ${numel(mix.shape)}-element mix for n ${n}, keep ${keep}`);
+  const out = new Float32Array(keep * length); // computed before any write: inputs and outputs may not alias, but need not be checked
+  for (let j = 0; j < keep; j++) {
+    for (let k = 0; k < length; k++) {
+      let sum = 0;
+      for (let i = 0; i < n; i++) sum += m[i * keep + j]! * xs[b[i]! + k * stride]!;
+      out[j * length + k] = sum;
+    }
+  }
+  for (let j = 0; j < keep; j++) for (let k = 0; k < length; k++) xs[b[n + j]! + k * stride] = out[j * length + k]!;
+}

@@ -1,0 +1,41 @@
+// The WebGPU backend's evolution ops (backend.ts, "Evolution ops"): one dispatch of a kernels/evolve_*.wgsl each.
+// Semantics and addressing are those of cpu-evolution.ts.
+
+import { assert, numel, type SlotMutation, type Tensor } from './backend.js';
+import type { GpuContext } from './webgpu-backward.js';
+import type { Field } from './webgpu-recorder.js';
+
+export class EvolutionKernels {
+  constructor(private readonly g: GpuContext) {}
+
+  private checkSlots(x: Tensor, slotSize: number, slots: number[], what: string): void {
+    for (const slot of slots) assert(Number.isInteger(slot) && slot >= 0 && (slot + 1) * slotSize <= numel(x.shape), `${what}: slot ${slot} of ${slotSize} is outside a tensor of ${numel(x.shape)}`);
+  }
+
+  mutateSlotInPlace(x: Tensor, slotSize: number, slot: number, sums: Tensor, o: SlotMutation): void {
+    this.checkSlots(x, slotSize, [slot], 'mutateSlotInPlace');
+    const fields: Field[] = [['u32', slotSize], ['u32', slot], ['u32', o.seed >>> 0], ['u32', o.stream >>> 0], ['f32', o.sigma], ['f32', o.fraction]];
+    this.g.recorder.dispatch('evolve_mutate', {}, fields, [this.g.f32(x, 'mutateSlotInPlace: x'), this.g.f32(sums, 'mutateSlotInPlace: sums')], Math.ceil(slotSize / 2 / 256));
+  }
+
+  mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor): void {
+    this.checkSlots(x, slotSize, [outSlot, slot1, slot2], 'mixSlotsInPlace');
+    assert(outSlot !== slot1 && outSlot !== slot2, 'mixSlotsInPlace: the child slot must differ from its parents');
+    const fields: Field[] = [['u32', slotSize], ['u32', outSlot], ['u32', slot1], ['u32', slot2], ['u32', divisor], ['u32', numel(weights.shape) / 2]];
+    this.g.recorder.dispatch('evolve_mix', {}, fields, [this.g.f32(x, 'mixSlotsInPlace: x'), this.g.f32(weights, 'mixSlotsInPlace: weights')], Math.ceil(slotSize / 256));
+  }
+
+  gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, n: number, length: number, stride: number): void {
+    assert(outOffset + n * n <= numel(out.shape), `gramInto: ${n}x${n} at ${outOffset} does not fit ${numel(out.shape)}`);
+    const fields: Field[] = [['u32', n], ['u32', length], ['u32', stride], ['u32', outOffset]];
+    const bindings = [this.g.f32(x, 'gramInto: x'), this.g.i32(bases, n, 'gramInto: bases'), this.g.f32(out, 'gramInto: out')];
+    this.g.recorder.dispatch('evolve_gram', {}, fields, bindings, (n * (n + 1)) / 2);
+  }
+
+  combineInPlace(x: Tensor, bases: Tensor, mix: Tensor, n: number, keep: number, length: number, stride: number): void {
+    assert(numel(mix.shape) === n * keep, `combineInPlace: a ${numel(mix.shape)}-element mix for n ${n}, keep ${keep}`);
+    const fields: Field[] = [['u32', n], ['u32', keep], ['u32', length], ['u32', stride]];
+    const bindings = [this.g.f32(x, 'combineInPlace: x'), this.g.i32(bases, n + keep, 'combineInPlace: bases'), this.g.f32(mix, 'combineInPlace: mix')];
+    this.g.recorder.dispatch('evolve_combine', {}, fields, bindings, Math.ceil((keep * length) / 256));
+  }
+}

@@ -1,0 +1,143 @@
+// The evolution operators on the device, on adapters resident in a LoRA bank: a child is written into its slot
+// from its parents' slots without leaving the device (the engine's path; the host operators in operators.ts are
+// the reference twins). Same rules, same seeds, same streams:
+//   mutate       copy the parent's slot, then per factor: sum of squares (the RMS), hashed noise in place
+//   module/rank/interpolate   one blend per factor with weights per rank component (kernels/evolve_mix.wgsl)
+//   svd          Gram matrices of the stacked factors on the device (all modules, one readback), the small
+//                factorisations on the host (svdMixes), the child's factors combined on the device
+// Bank layout (lora-bank.ts): a [S·R, in] (slot s: rows s·R..), b [S·out, R] (slot s: rows s·out..).
+
+import { assert, type Backend, type Tensor } from '../backend/backend.js';
+import { uniform } from '../backend/noise.js';
+import { matrix } from './linalg.js';
+import type { LlamaConfig } from '../model/config.js';
+import type { LoraBank } from '../model/lora-bank.js';
+import { loraModuleShape, loraScale, LORA_MODULES, type LoraModule } from '../model/peft.js';
+import { noiseStream, svdMixes, type CrossoverOptions, type MutationOptions } from './operators.js';
+
+interface FactorView {
+  layer: number;
+  module: LoraModule;
+  factor: 0 | 1; // 0: A [R, in] per slot, 1: B [out, R] per slot
+  tensor: Tensor;
+  slotSize: number;
+  divisor: number; // elements per rank component step: A rows of `in`, B columns (1)
+}
+
+export class BankEvolution {
+  private readonly backend: Backend;
+
+  constructor(
+    private readonly bank: LoraBank,
+    private readonly config: LlamaConfig,
+  ) {
+    this.backend = bank.backend;
+  }
+
+  /** Every factor of every targeted module, in (layer, module, A then B) order. */
+  private factors(): FactorView[] {
+    const R = this.bank.rank;
+    const views: FactorView[] = [];
+    for (let layer = 0; layer < this.config.numLayers; layer++) {
+      for (const module of LORA_MODULES.filter((m) => this.bank.targets(m))) {
+        const { inFeatures, outFeatures } = loraModuleShape(this.config, module);
+        const { a, b } = this.bank.factors(layer, module);
+        views.push({ layer, module, factor: 0, tensor: a, slotSize: R * inFeatures, divisor: inFeatures });
+        views.push({ layer, module, factor: 1, tensor: b, slotSize: outFeatures * R, divisor: 1 });
+      }
+    }
+    return views;
+  }
+
+  private checkSlots(child: number, parents: number[]): void {
+    for (const slot of parents) {
+      const info = this.bank.info(slot);
+      if (!info) throw new RangeError(`adapter bank slot ${slot} is empty`);
+      assert(info.rank === this.bank.rank, `device evolution needs adapters at the bank's rank ${this.bank.rank} (slot ${slot} has rank ${info.rank})`);
+    }
+    assert(!parents.includes(child) || parents.length === 1, `the child's slot ${child} must differ from its parents'`);
+  }
+
+  /** Blends two slots into `child` per factor: weights(view) gives [c1 per component, c2 per component]. */
+  private blend(child: number, slot1: number, slot2: number, weights: (view: FactorView) => number[]): void {
+    for (const view of this.factors()) {
+      const w = this.backend.upload(Float32Array.from(weights(view)), [2, this.bank.rank]);
+      this.backend.mixSlotsInPlace(view.tensor, view.slotSize, child, slot1, slot2, view.divisor, w);
+      this.backend.free(w);
+    }
+  }
+
+  /** child ← parent + noise scaled to each factor's RMS (the parent's slot is left as it is when they differ). */
+  mutate(child: number, parent: number, o: MutationOptions): void {
+    this.checkSlots(child, [parent]);
+    const R = this.bank.rank;
+    if (child !== parent) this.blend(child, parent, parent, () => [...new Array<number>(R).fill(1), ...new Array<number>(R).fill(0)]);
+    for (const view of this.factors()) {
+      if ((o.modules && !o.modules.includes(view.module)) || (o.layers && !o.layers.includes(view.layer))) continue;
+      const sums = this.backend.sumSquaresBySlot(view.tensor, view.slotSize);
+      this.backend.mutateSlotInPlace(view.tensor, view.slotSize, child, sums, { seed: o.seed, stream: noiseStream(view.layer, view.module, view.factor), sigma: o.sigma, fraction: o.fraction ?? 1 });
+      this.backend.free(sums);
+    }
+    if (child !== parent) this.bank.copySettings(parent, child);
+  }
+
+  /** child ← a crossover of the adapters in slot1 and slot2 (the child keeps slot1's scale). */
+  async crossover(child: number, slot1: number, slot2: number, o: CrossoverOptions): Promise<void> {
+    this.checkSlots(child, [slot1, slot2]);
+    const [w1, w2] = o.weights ?? [0.5, 0.5];
+    if (!Number.isFinite(w1) || !Number.isFinite(w2)) throw new RangeError(`crossover weights must be finite numbers, got ${w1}, ${w2}`);
+    const R = this.bank.rank;
+    const scale = (slot: number) => loraScale({ ...this.bank.info(slot)!, layers: [] });
+    const ratio = scale(slot2) / scale(slot1);
+    const second = (view: FactorView) => (view.factor === 1 ? ratio : 1); // parent 2's B carries the scale ratio
+    const components = (take1: (j: number) => boolean, view: FactorView) => {
+      const first = Array.from({ length: R }, (_, j) => (take1(j) ? 1 : 0));
+      return [...first, ...first.map((c) => (1 - c) * second(view))];
+    };
+    if (o.kind === 'module') this.blend(child, slot1, slot2, (view) => components(() => uniform(o.seed, noiseStream(view.layer, view.module, 0), 0) <= w1, view));
+    else if (o.kind === 'rank') this.blend(child, slot1, slot2, (view) => components((j) => uniform(o.seed, noiseStream(view.layer, view.module, 0), j) <= w1, view));
+    else if (o.kind === 'interpolate') this.blend(child, slot1, slot2, (view) => [...new Array<number>(R).fill(w1), ...new Array<number>(R).fill(w2 * second(view))]);
+    else await this.svdCrossover(child, slot1, slot2, w1, w2 * ratio);
+    this.bank.copySettings(slot1, child);
+  }
+
+  /** The parents' vectors of one factor, stacked ([A1; A2] rows or [B1 B2] columns), then the child's. */
+  private bases(view: FactorView, slots: number[]): { bases: Int32Array; length: number; stride: number } {
+    const R = this.bank.rank;
+    const { inFeatures, outFeatures } = loraModuleShape(this.config, view.module);
+    const at = (slot: number, j: number) => (view.factor === 0 ? (slot * R + j) * inFeatures : slot * outFeatures * R + j);
+    return { bases: Int32Array.from(slots.flatMap((slot) => Array.from({ length: R }, (_, j) => at(slot, j)))), length: view.factor === 0 ? inFeatures : outFeatures, stride: view.factor === 0 ? 1 : R };
+  }
+
+  private async svdCrossover(child: number, slot1: number, slot2: number, w1: number, w2: number): Promise<void> {
+    const b = this.backend;
+    const R = this.bank.rank;
+    const n = 2 * R;
+    const views = this.factors();
+    // Every factor's Gram matrix in one tensor, read back once.
+    const grams = b.zeros([views.length, n, n]);
+    views.forEach((view, v) => {
+      const { bases, length, stride } = this.bases(view, [slot1, slot2]);
+      const basesTensor = b.uploadI32(bases, [n]);
+      b.gramInto(grams, v * n * n, view.tensor, basesTensor, n, length, stride);
+      b.free(basesTensor);
+    });
+    const values = await b.readF32(grams);
+    b.free(grams);
+    const gramOf = (v: number) => matrix(n, n, Float64Array.from(values.subarray(v * n * n, (v + 1) * n * n)));
+    // The child's region is cleared first: columns (B) and rows (A) past the blend's rank stay zero.
+    this.blend(child, slot1, slot2, () => new Array<number>(2 * R).fill(0));
+    for (let v = 0; v < views.length; v += 2) {
+      const { mixB, mixA } = svdMixes(gramOf(v + 1), gramOf(v), R, w1, w2);
+      for (const [view, mix] of [[views[v]!, mixA], [views[v + 1]!, mixB]] as const) {
+        const keep = mix.cols;
+        const { bases, length, stride } = this.bases(view, [slot1, slot2, child]);
+        const basesTensor = b.uploadI32(bases.subarray(0, n + keep), [n + keep]);
+        const mixTensor = b.upload(Float32Array.from(mix.data), [n, keep]);
+        b.combineInPlace(view.tensor, basesTensor, mixTensor, n, keep, length, stride);
+        b.free(basesTensor);
+        b.free(mixTensor);
+      }
+    }
+  }
+}
