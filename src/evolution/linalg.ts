@@ -29,19 +29,20 @@ export function transpose(a: Matrix): Matrix {
 
 const JACOBI_SWEEPS = 60;
 
-/** Columns p and q of x [rows, n] turned by the plane rotation (c, s). */
-function rotate(x: Float64Array, rows: number, n: number, p: number, q: number, c: number, s: number): void {
-  for (let i = 0; i < rows; i++) {
-    const a = x[i * n + p]!;
-    const b = x[i * n + q]!;
-    x[i * n + p] = c * a - s * b;
-    x[i * n + q] = s * a + c * b;
+/** Columns p and q (each `rows` long, stored one after another) turned by the plane rotation (c, s). */
+function rotate(x: Float64Array, rows: number, p: number, q: number, c: number, s: number): void {
+  for (let i = 0, xp = p * rows, xq = q * rows; i < rows; i++) {
+    const a = x[xp + i]!;
+    const b = x[xq + i]!;
+    x[xp + i] = c * a - s * b;
+    x[xq + i] = s * a + c * b;
   }
 }
 
 /**
  * SVD by one-sided Jacobi (Hestenes): a [m, n] = u [m, p] · diag(s) · vᵀ [p, n], p = min(m, n), singular values
- * descending. Rotations run in a fixed order, so the result is deterministic.
+ * descending. Rotations run in a fixed order, so the result is deterministic. Works on columns stored
+ * contiguously (column-major copies), which is what every rotation reads.
  */
 export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
   if (a.rows < a.cols) {
@@ -49,8 +50,8 @@ export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
     return { u: t.v, s: t.s, v: t.u };
   }
   const { rows: m, cols: n } = a;
-  const w = Float64Array.from(a.data); // columns converge to u·s
-  const v = new Float64Array(n * n);
+  const w = transpose(a).data; // column j at j·m: columns converge to u·s
+  const v = new Float64Array(n * n); // column j at j·n
   for (let i = 0; i < n; i++) v[i * n + i] = 1;
   for (let sweep = 0; sweep < JACOBI_SWEEPS; sweep++) {
     let rotated = false;
@@ -59,9 +60,9 @@ export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
         let alpha = 0;
         let beta = 0;
         let gamma = 0;
-        for (let i = 0; i < m; i++) {
-          const x = w[i * n + p]!;
-          const y = w[i * n + q]!;
+        for (let i = 0, wp = p * m, wq = q * m; i < m; i++) {
+          const x = w[wp + i]!;
+          const y = w[wq + i]!;
           alpha += x * x;
           beta += y * y;
           gamma += x * y;
@@ -72,14 +73,14 @@ export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
         const t = Math.sign(zeta || 1) / (Math.abs(zeta) + Math.sqrt(1 + zeta * zeta));
         const c = 1 / Math.sqrt(1 + t * t);
         const s = c * t;
-        rotate(w, m, n, p, q, c, s);
-        rotate(v, n, n, p, q, c, s);
+        rotate(w, m, p, q, c, s);
+        rotate(v, n, p, q, c, s);
       }
     if (!rotated) break;
   }
   const norms = Array.from({ length: n }, (_, j) => {
     let sum = 0;
-    for (let i = 0; i < m; i++) sum += w[i * n + j]! ** 2;
+    for (let i = 0; i < m; i++) sum += w[j * m + i]! ** 2;
     return Math.sqrt(sum);
   });
   const order = norms.map((_, j) => j).sort((x, y) => norms[y]! - norms[x]! || x - y);
@@ -88,8 +89,8 @@ export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
   const s = new Float64Array(n);
   order.forEach((j, rank) => {
     s[rank] = norms[j]!;
-    for (let i = 0; i < m; i++) u.data[i * n + rank] = norms[j]! > 0 ? w[i * n + j]! / norms[j]! : 0;
-    for (let i = 0; i < n; i++) vOut.data[i * n + rank] = v[i * n + j]!;
+    for (let i = 0; i < m; i++) u.data[i * n + rank] = norms[j]! > 0 ? w[j * m + i]! / norms[j]! : 0;
+    for (let i = 0; i < n; i++) vOut.data[i * n + rank] = v[j * n + i]!;
   });
   return { u, s, v: vOut };
 }

@@ -116,24 +116,48 @@ export function crossover(p1: LoraAdapter, p2: LoraAdapter, o: CrossoverOptions)
 }
 
 /**
- * An orthogonal factorisation X = Q·R through the Gram matrix (rank-revealing CholeskyQR): XᵀX = V·Λ·Vᵀ gives
- * R = Λ^½·Vᵀ [k, n] and Q = X·V·Λ^-½ [m, k] over the k eigenvalues above round-off. One pass over X, and Q is
- * never formed: callers need only Q·M = X·(V·Λ^-½·M).
+ * An orthogonal factorisation X = Q·R through the Gram matrix G = XᵀX [n, n] (rank-revealing CholeskyQR): a
+ * Cholesky factorisation with diagonal pivoting, G[perm, perm] = L·Lᵀ, stopped at the k pivots above round-off,
+ * gives R = Lᵀ with its columns put back in place [k, n], and Q = X[:, pivots]·R₁⁻¹ [m, k] (R₁ the leading k×k
+ * triangle). One pass over X, and Q is never formed: callers need only Q·M = X·(P·R₁⁻¹·M).
  */
 function gramFactor(gram: Matrix): { r: Matrix; toQ: (m: Matrix) => Matrix } {
-  const { u: v, s: lambda } = svd(gram); // symmetric positive semi-definite: eigenvectors = singular vectors
   const n = gram.rows;
-  const cutoff = (lambda[0] ?? 0) * n * 1e-14;
-  const k = Math.max(1, lambda.filter((l) => l > cutoff).length);
-  const r = matrix(k, n);
-  const inverseRoot = matrix(n, k);
-  for (let i = 0; i < k; i++) {
-    const root = Math.sqrt(lambda[i]!);
-    for (let j = 0; j < n; j++) {
-      r.data[i * n + j] = root * v.data[j * n + i]!;
-      inverseRoot.data[j * k + i] = root > 0 ? v.data[j * n + i]! / root : 0;
+  const g = Float64Array.from(gram.data);
+  const perm = Array.from({ length: n }, (_, i) => i);
+  const l = new Float64Array(n * n); // l[i, t]: row i of L, in pivot order
+  const diagonal = Array.from({ length: n }, (_, i) => g[i * n + i]!);
+  const cutoff = Math.max(...diagonal) * n * 1e-14;
+  let k = 0;
+  for (; k < n; k++) {
+    let pivot = k;
+    for (let i = k + 1; i < n; i++) if (diagonal[perm[i]!]! > diagonal[perm[pivot]!]!) pivot = i;
+    if (!(diagonal[perm[pivot]!]! > cutoff)) break;
+    [perm[k], perm[pivot]] = [perm[pivot]!, perm[k]!];
+    for (let t = 0; t < k; t++) [l[k * n + t], l[pivot * n + t]] = [l[pivot * n + t]!, l[k * n + t]!];
+    const root = Math.sqrt(diagonal[perm[k]!]!);
+    l[k * n + k] = root;
+    for (let i = k + 1; i < n; i++) {
+      let sum = g[perm[i]! * n + perm[k]!]!;
+      for (let t = 0; t < k; t++) sum -= l[i * n + t]! * l[k * n + t]!;
+      l[i * n + k] = sum / root;
+      diagonal[perm[i]!]! -= l[i * n + k]! ** 2;
     }
   }
+  k = Math.max(1, k);
+  const r = matrix(k, n);
+  for (let i = 0; i < n; i++) for (let t = 0; t < Math.min(k, i + 1); t++) r.data[t * n + perm[i]!] = l[i * n + t]!;
+  // R₁⁻¹ by back substitution: R₁ = Lᵀ restricted to the first k pivots (upper triangular).
+  const inverse = new Float64Array(k * k);
+  for (let c = 0; c < k; c++) {
+    for (let i = c; i >= 0; i--) {
+      let sum = i === c ? 1 : 0;
+      for (let t = i + 1; t <= c; t++) sum -= l[t * n + i]! * inverse[t * k + c]!;
+      inverse[i * k + c] = l[i * n + i]! > 0 ? sum / l[i * n + i]! : 0;
+    }
+  }
+  const inverseRoot = matrix(n, k); // P·R₁⁻¹: row perm[i] holds row i of R₁⁻¹
+  for (let i = 0; i < k; i++) for (let c = 0; c < k; c++) inverseRoot.data[perm[i]! * k + c] = inverse[i * k + c]!;
   return { r, toQ: (m) => multiply(inverseRoot, m) };
 }
 
