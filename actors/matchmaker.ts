@@ -30,22 +30,18 @@ export const matchmakerHandler =
       case 'match': {
         const students = state.roster.filter((m) => m.role === 'student').sort((a, b) => (a.id < b.id ? -1 : 1));
         const pairs: Array<{ teacher: string; student: string; taskId: number }> = [];
-        const matched: Array<{ teacher: string; taskId: number; students: string[] }> = [];
         for (const offer of [...state.offers].sort((a, b) => a.taskId - b.taskId)) {
           const teacher = state.roster.find((m) => m.id === offer.teacher);
           if (!teacher) throw new Error(`an offer from ${offer.teacher}, who is not on the roster`);
           const rng = world.streams.stream(self, world.step, offer.taskId);
           const chosen = MATCH_POLICIES[config.policy]({ teacher, students, count: config.studentsPerTask, rng });
           chosen.forEach((student) => pairs.push({ teacher: offer.teacher, student: student.id, taskId: offer.taskId }));
-          matched.push({ teacher: offer.teacher, taskId: offer.taskId, students: chosen.map((s) => s.id) });
         }
-        // One message per student with all its tasks, one per teacher with all its matches (actors in id order).
+        // One message per student with all its tasks, students in id order. Teachers learn their tasks' results
+        // from the students' outcomes.
         const offerOf = new Map(state.offers.map((o) => [o.taskId, o]));
         for (const [student, ofStudent] of [...groupBy(pairs, (p) => p.student)].sort(([a], [b]) => (a < b ? -1 : 1))) {
           world.send(self, student, { type: 'assign', tasks: ofStudent.map((p) => ({ taskId: p.taskId, teacher: p.teacher, task: offerOf.get(p.taskId)!.task })) });
-        }
-        for (const [teacher, ofTeacher] of [...groupBy(matched, (m) => m.teacher)].sort(([a], [b]) => (a < b ? -1 : 1))) {
-          world.send(self, teacher, { type: 'matched', tasks: ofTeacher.map(({ taskId, students: chosen }) => ({ taskId, students: chosen })) });
         }
         world.report('matches', pairs);
         return { ...state, offers: [] };

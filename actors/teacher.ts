@@ -27,7 +27,6 @@ interface Proposal {
   text: string;
   task: ArithTask | null; // set once validated
   invalidReason: string | null;
-  students: number; // matched students (set by the matchmaker)
   correct: number; // answers correct, over all matched students
   answers: number;
 }
@@ -43,7 +42,6 @@ export type TeacherMessage =
   | { type: 'propose' }
   | Generated
   | Extract<VerifierReply, { type: 'validated' }>
-  | { type: 'matched'; tasks: Array<{ taskId: number; students: string[] }> }
   | Outcomes
   | { type: 'learn' };
 
@@ -71,7 +69,7 @@ export const teacherHandler =
           for (let i = 0; i < config.perTeacher; i++) {
             const requestId = world.requestId();
             request.requests.push({ requestId, slot: state.slot, prompt: proposalPrompt(taskType), format: `proposal/${taskType}` });
-            proposals.push({ requestId, taskType, promptTokens: [], completionTokens: [], text: '', task: null, invalidReason: null, students: 0, correct: 0, answers: 0 });
+            proposals.push({ requestId, taskType, promptTokens: [], completionTokens: [], text: '', task: null, invalidReason: null, correct: 0, answers: 0 });
           }
         }
         world.send(self, ENGINE, request);
@@ -101,9 +99,6 @@ export const teacherHandler =
         if (offers.length > 0) world.send(self, MATCHMAKER, { type: 'offers', offers });
         return state;
       }
-      case 'matched':
-        for (const { taskId, students } of message.tasks) proposal(taskId).students = students.length;
-        return state;
       case 'outcomes': {
         for (const outcome of message.outcomes) {
           const p = proposal(outcome.taskId);
