@@ -3,7 +3,8 @@
 // with --device, the device operators on adapters resident in a LoRA bank (device-operators.ts; timed to the
 // completion of the device work). Prints a table; writes JSON.
 //
-//   node dist/bench/evolution.js [--repeats 3] [--skip-7b] [--device webgpu|cpu] [--out bench/results/evolution-cpu.json]
+//   node dist/bench/evolution.js [--repeats 3] [--skip-7b] [--device webgpu|cpu] [--workers N] [--out bench/results/evolution-cpu.json]
+// --workers: threads for the device SVD crossover's small host factorisations (default 1).
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -16,7 +17,7 @@ import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, randomAdapter, type LoraAdapter } from '../src/model/peft.js';
 
 const LLAMA_7B: LlamaConfig = { ...TINY_CONFIGS['tiny']!, vocabSize: 32000, hiddenSize: 4096, intermediateSize: 11008, numLayers: 32, numHeads: 32, numKvHeads: 32, headDim: 128 };
-const { values: args } = parseArgs({ options: { repeats: { type: 'string', default: '3' }, 'skip-7b': { type: 'boolean', default: false }, device: { type: 'string' }, out: { type: 'string', default: 'bench/results/evolution-cpu.json' } } });
+const { values: args } = parseArgs({ options: { repeats: { type: 'string', default: '3' }, 'skip-7b': { type: 'boolean', default: false }, device: { type: 'string' }, workers: { type: 'string', default: '1' }, out: { type: 'string', default: 'bench/results/evolution-cpu.json' } } });
 const repeats = Number(args.repeats);
 
 const shapes: Array<[string, LlamaConfig, number]> = [['toy (tiny, r 8)', TINY_CONFIGS['tiny']!, 8]];
@@ -45,7 +46,7 @@ for (const [name, config, rank] of shapes) {
   const bank = new LoraBank(backend, config, 3, rank, [...LORA_MODULES]);
   bank.load(0, p1);
   bank.load(1, p2);
-  const evolution = new BankEvolution(bank, config);
+  const evolution = new BankEvolution(bank, config, Number(args.workers));
   const settle = () => backend.readF32(bank.scaleTensor); // a read waits for every submitted dispatch
   for (const operator of operators) {
     const kind = operator.split(' ')[1] as (typeof CROSSOVER_KINDS)[number];
@@ -57,13 +58,14 @@ for (const [name, config, rank] of shapes) {
     rows.push({ shape: name, operator, path: 'device', msPerChild, parameters });
     console.error(`  ${name}: ${operator} on the device`);
   }
+  await evolution.close();
   bank.destroy();
 }
 const device = backend?.deviceDescription ?? null;
 backend?.destroy();
 
 console.log(`\nevolution operators, ms per child, mean of ${repeats} (host: float64 maths on float32 factors)`);
-if (backend) console.log(`device: ${backend.deviceDescription}`);
+if (backend) console.log(`device: ${backend.deviceDescription}; SVD factorisations on ${args.workers} thread(s)`);
 console.log('');
 console.log('| adapters | parameters | operator | path | ms per child |');
 console.log('|---|---:|---|---|---:|');

@@ -70,6 +70,21 @@ describe.each(backends)('device evolution on %s', (_name, backend, tolerance) =>
     bank.destroy();
   });
 
+  it.runIf(backend)('makes the same SVD child with its small factorisations on two worker threads', async () => {
+    const children: LoraAdapter[] = [];
+    for (const workers of [1, 2]) {
+      const bank = new LoraBank(backend!, config, 4, rank, [...targets]);
+      bank.load(0, parent1);
+      bank.load(1, parent2);
+      const evolution = new BankEvolution(bank, config, workers);
+      await evolution.crossover(3, 0, 1, { kind: 'svd', seed: 4 });
+      children.push(await bank.read(3));
+      await evolution.close();
+      bank.destroy();
+    }
+    expect(relativeError(children[1]!, children[0]!)).toBe(0);
+  });
+
   it.runIf(backend)('gives the same bits twice', async () => {
     const runs: LoraAdapter[] = [];
     for (let i = 0; i < 2; i++) {

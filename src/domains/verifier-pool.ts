@@ -3,9 +3,8 @@
 // (DESIGN.md rule 4). A worker that crashes is replaced by piscina and its chunk is retried once; a chunk that
 // outlives the wall-clock guard is an infrastructure fault, never a verdict (rule 5).
 
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
+import { compiledWorker } from '../runtime/compiled-worker.js';
 import type { VerifyJob, VerifyResult } from './verify-jobs.js';
 
 /** Safety net only: arith jobs take microseconds; a chunk still running after this means a hung worker. */
@@ -13,20 +12,12 @@ const WALL_CLOCK_GUARD_MS = 60_000;
 
 export class VerifierFault extends Error {}
 
-/** The compiled worker: piscina's threads run plain JavaScript, also when the caller runs from TypeScript sources. */
-function workerFile(): string {
-  const here = fileURLToPath(new URL('./verify-worker.js', import.meta.url));
-  const compiled = here.includes('/dist/') ? here : here.replace(/\/src\/domains\/verify-worker\.js$/, '/dist/src/domains/verify-worker.js');
-  if (!existsSync(compiled)) throw new VerifierFault(`the verifier worker ${compiled} is missing: run "npm run build" first`);
-  return compiled;
-}
-
 export class VerifierPool {
   private readonly pool: Piscina;
 
   constructor(readonly workers: number) {
     if (!Number.isInteger(workers) || workers < 1) throw new RangeError(`the verifier needs at least one worker, got ${workers}`);
-    this.pool = new Piscina({ filename: workerFile(), minThreads: workers, maxThreads: workers, idleTimeout: Infinity });
+    this.pool = new Piscina({ filename: compiledWorker(new URL('./verify-worker.js', import.meta.url)), minThreads: workers, maxThreads: workers, idleTimeout: Infinity });
   }
 
   async verify(jobs: readonly VerifyJob[]): Promise<VerifyResult[]> {

@@ -4,12 +4,16 @@
 //   mutate       copy the parent's slot, then per factor: sum of squares (the RMS), hashed noise in place
 //   module/rank/interpolate   one blend per factor with weights per rank component (kernels/evolve_mix.wgsl)
 //   svd          Gram matrices of the stacked factors on the device (all modules, one readback), the small
-//                factorisations on the host (svdMixes), the child's factors combined on the device
+//                factorisations on the host (svdMixes; on a worker pool with `workers` > 1: they are independent
+//                per module), the child's factors combined on the device
 // Bank layout (lora-bank.ts): a [S·R, in] (slot s: rows s·R..), b [S·out, R] (slot s: rows s·out..).
 
+import { Piscina } from 'piscina';
 import { assert, type Backend, type Tensor } from '../backend/backend.js';
 import { uniform } from '../backend/noise.js';
-import { matrix } from './linalg.js';
+import { matrix, type Matrix } from './linalg.js';
+import type { MixesJob } from './mixes-worker.js';
+import { compiledWorker } from '../runtime/compiled-worker.js';
 import type { LlamaConfig } from '../model/config.js';
 import type { LoraBank } from '../model/lora-bank.js';
 import { loraModuleShape, loraScale, LORA_MODULES, type LoraModule } from '../model/peft.js';
@@ -26,12 +30,28 @@ interface FactorView {
 
 export class BankEvolution {
   private readonly backend: Backend;
+  private readonly pool: Piscina | null;
 
+  /** `workers` > 1 runs the SVD crossover's small factorisations on that many threads (same results). */
   constructor(
     private readonly bank: LoraBank,
     private readonly config: LlamaConfig,
+    readonly workers = 1,
   ) {
     this.backend = bank.backend;
+    this.pool = workers > 1 ? new Piscina({ filename: compiledWorker(new URL('./mixes-worker.js', import.meta.url)), minThreads: workers, maxThreads: workers, idleTimeout: Infinity }) : null;
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.destroy();
+  }
+
+  /** svdMixes for every module: inline, or in one contiguous chunk per worker, concatenated in order. */
+  private async mixes(jobs: MixesJob[]): Promise<Array<{ mixB: Matrix; mixA: Matrix }>> {
+    if (!this.pool) return jobs.map((j) => svdMixes(matrix(2 * j.r, 2 * j.r, j.gramB), matrix(2 * j.r, 2 * j.r, j.gramA), j.r, j.w1, j.w2));
+    const size = Math.ceil(jobs.length / this.workers);
+    const chunks = Array.from({ length: Math.ceil(jobs.length / size) }, (_, i) => jobs.slice(i * size, (i + 1) * size));
+    return (await Promise.all(chunks.map((chunk) => this.pool!.run(chunk) as Promise<Array<{ mixB: Matrix; mixA: Matrix }>>))).flat();
   }
 
   /** Every factor of every targeted module, in (layer, module, A then B) order. */
@@ -124,11 +144,14 @@ export class BankEvolution {
     });
     const values = await b.readF32(grams);
     b.free(grams);
-    const gramOf = (v: number) => matrix(n, n, Float64Array.from(values.subarray(v * n * n, (v + 1) * n * n)));
+    const gramOf = (v: number) => Float64Array.from(values.subarray(v * n * n, (v + 1) * n * n));
+    const jobs: MixesJob[] = [];
+    for (let v = 0; v < views.length; v += 2) jobs.push({ gramB: gramOf(v + 1), gramA: gramOf(v), r: R, w1, w2 });
+    const mixes = await this.mixes(jobs);
     // The child's region is cleared first: columns (B) and rows (A) past the blend's rank stay zero.
     this.blend(child, slot1, slot2, () => new Array<number>(2 * R).fill(0));
     for (let v = 0; v < views.length; v += 2) {
-      const { mixB, mixA } = svdMixes(gramOf(v + 1), gramOf(v), R, w1, w2);
+      const { mixB, mixA } = mixes[v / 2]!;
       for (const [view, mix] of [[views[v]!, mixA], [views[v + 1]!, mixB]] as const) {
         const keep = mix.cols;
         const { bases, length, stride } = this.bases(view, [slot1, slot2, child]);
