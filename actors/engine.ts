@@ -118,7 +118,7 @@ export class EngineService implements Service {
     const textOf = (tokens: readonly number[]) => tokens.map((t) => this.vocab.texts[t]).join('');
     const mask = (r: GenerationRequest, generated: readonly number[]) => tokenMask(formats.get(r.requestId)!, this.vocab, textOf(generated), r.maxTokens - generated.length);
     const results = await generate(model, requests, { bank, mask });
-    const items = results.map((result, i): GeneratedItem & { replyTo: string } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, promptTokens: requests[i]!.prompt.slice(), completionTokens: result.tokens, text: textOf(result.tokens) }));
+    const items = results.map((result, i): GeneratedItem & { replyTo: string } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, promptTokens: Int32Array.from(requests[i]!.prompt), completionTokens: Int32Array.from(result.tokens), text: textOf(result.tokens) }));
     return [...groupBy(items, (item) => item.replyTo)].map(([to, group]) => {
       const message: Generated = { type: 'generated', results: group.map(({ replyTo: _, ...item }) => item) };
       return { requestId: group[0]!.requestId, to, message };

@@ -17,8 +17,8 @@ export interface TrainingSample {
   role: Role;
   taskType: ArithTaskType;
   slot: number;
-  promptTokens: number[];
-  completionTokens: number[];
+  promptTokens: Int32Array;
+  completionTokens: Int32Array;
   reward: number;
 }
 
@@ -42,8 +42,9 @@ export interface GenerateRequest {
 
 export interface GeneratedItem {
   requestId: number;
-  promptTokens: number[];
-  completionTokens: number[]; // end-of-sequence included when the model stopped
+  // Token ids travel as typed arrays: the event log stores them as one binary block each (cheap to record).
+  promptTokens: Int32Array;
+  completionTokens: Int32Array; // end-of-sequence included when the model stopped
   text: string;
 }
 

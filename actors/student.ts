@@ -15,8 +15,8 @@ export interface StudentConfig {
 interface Answer {
   requestId: number;
   taskId: number;
-  promptTokens: number[];
-  completionTokens: number[];
+  promptTokens: Int32Array;
+  completionTokens: Int32Array;
   correct: boolean | null; // null until checked
 }
 
@@ -57,7 +57,7 @@ export const studentHandler =
           for (let i = 0; i < config.answersPerTask; i++) {
             const requestId = world.requestId();
             request.requests.push({ requestId, slot: state.slot, prompt: solvePrompt(assigned.task), format: `answer/${assigned.task.type}` });
-            answers.push({ requestId, taskId: assigned.taskId, promptTokens: [], completionTokens: [], correct: null });
+            answers.push({ requestId, taskId: assigned.taskId, promptTokens: new Int32Array(0), completionTokens: new Int32Array(0), correct: null });
           }
         }
         world.send(self, ENGINE, request);

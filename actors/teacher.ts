@@ -22,8 +22,8 @@ export interface TeacherConfig {
 interface Proposal {
   requestId: number;
   taskType: ArithTaskType;
-  promptTokens: number[];
-  completionTokens: number[];
+  promptTokens: Int32Array;
+  completionTokens: Int32Array;
   text: string;
   task: ArithTask | null; // set once validated
   invalidReason: string | null;
@@ -69,7 +69,7 @@ export const teacherHandler =
           for (let i = 0; i < config.perTeacher; i++) {
             const requestId = world.requestId();
             request.requests.push({ requestId, slot: state.slot, prompt: proposalPrompt(taskType), format: `proposal/${taskType}` });
-            proposals.push({ requestId, taskType, promptTokens: [], completionTokens: [], text: '', task: null, invalidReason: null, correct: 0, answers: 0 });
+            proposals.push({ requestId, taskType, promptTokens: new Int32Array(0), completionTokens: new Int32Array(0), text: '', task: null, invalidReason: null, correct: 0, answers: 0 });
           }
         }
         world.send(self, ENGINE, request);
