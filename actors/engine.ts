@@ -65,6 +65,7 @@ export class EngineService implements Service {
   private generations: Array<GenerateItem & { replyTo: string }> = [];
   private samples: TrainingSample[] = [];
   private evolutions: EvolveRequest[] = [];
+  private readonly sequences = new Map<number, { tokens: number[]; promptLength: number; slot: number }>(); // this step's generations, by request id
   private readonly vocab: TokenTexts;
   private readonly evolution: BankEvolution;
 
@@ -118,7 +119,8 @@ export class EngineService implements Service {
     const textOf = (tokens: readonly number[]) => tokens.map((t) => this.vocab.texts[t]).join('');
     const mask = (r: GenerationRequest, generated: readonly number[]) => tokenMask(formats.get(r.requestId)!, this.vocab, textOf(generated), r.maxTokens - generated.length);
     const results = await generate(model, requests, { bank, mask });
-    const items = results.map((result, i): GeneratedItem & { replyTo: string } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, promptTokens: Int32Array.from(requests[i]!.prompt), completionTokens: Int32Array.from(result.tokens), text: textOf(result.tokens) }));
+    results.forEach((result, i) => this.sequences.set(result.requestId, { tokens: [...requests[i]!.prompt, ...result.tokens], promptLength: requests[i]!.prompt.length, slot: requests[i]!.adapter }));
+    const items = results.map((result, i): GeneratedItem & { replyTo: string } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, text: textOf(result.tokens) }));
     return [...groupBy(items, (item) => item.replyTo)].map(([to, group]) => {
       const message: Generated = { type: 'generated', results: group.map(({ replyTo: _, ...item }) => item) };
       return { requestId: group[0]!.requestId, to, message };
@@ -128,7 +130,12 @@ export class EngineService implements Service {
   private async train(samples: TrainingSample[]) {
     const groupOf = (s: TrainingSample) => (this.config.advantageGroups === 'none' ? 'all' : this.config.advantageGroups === 'role' ? s.role : `${s.role}/${s.taskType}`);
     const advantages = groupAdvantages(samples.map((s) => s.reward), samples.map(groupOf));
-    const rlSamples: RlSample[] = samples.map((s, i) => ({ tokens: [...s.promptTokens, ...s.completionTokens], adapter: s.slot, promptLength: s.promptTokens.length, advantage: advantages[i]! }));
+    const rlSamples: RlSample[] = samples.map((s, i) => {
+      const sequence = this.sequences.get(s.requestId);
+      if (!sequence) throw new Error(`a training sample for request ${s.requestId}, which this step did not generate`);
+      return { tokens: sequence.tokens, adapter: sequence.slot, promptLength: sequence.promptLength, advantage: advantages[i]! };
+    });
+    this.sequences.clear(); // a step's generations are trained on once, in its learn phase
     const report = await policyGradientStep(this.parts.trainer, this.parts.optimizer, rlSamples, this.config.rl);
     return { loss: report.loss, entropyMean: report.entropyMean, trainedTokens: report.trainedTokens, gradNorms: Object.fromEntries(report.gradNorms) };
   }

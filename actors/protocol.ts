@@ -11,14 +11,11 @@ export const RUNTIME = 'runtime'; // the run loop, which starts each phase
 
 export type Role = 'teacher' | 'student';
 
-/** One generated sequence and its reward, as the engine trains on it. */
+/** The reward of one of this step's generations (the engine keeps its tokens and adapter slot). */
 export interface TrainingSample {
-  member: string;
+  requestId: number;
   role: Role;
   taskType: ArithTaskType;
-  slot: number;
-  promptTokens: Int32Array;
-  completionTokens: Int32Array;
   reward: number;
 }
 
@@ -40,11 +37,9 @@ export interface GenerateRequest {
   requests: GenerateItem[];
 }
 
+/** A generation's text. Its tokens stay with the engine, which trains on them at the step's learn phase. */
 export interface GeneratedItem {
   requestId: number;
-  // Token ids travel as typed arrays: the event log stores them as one binary block each (cheap to record).
-  promptTokens: Int32Array;
-  completionTokens: Int32Array; // end-of-sequence included when the model stopped
   text: string;
 }
 

@@ -15,8 +15,6 @@ export interface StudentConfig {
 interface Answer {
   requestId: number;
   taskId: number;
-  promptTokens: Int32Array;
-  completionTokens: Int32Array;
   correct: boolean | null; // null until checked
 }
 
@@ -57,14 +55,13 @@ export const studentHandler =
           for (let i = 0; i < config.answersPerTask; i++) {
             const requestId = world.requestId();
             request.requests.push({ requestId, slot: state.slot, prompt: solvePrompt(assigned.task), format: `answer/${assigned.task.type}` });
-            answers.push({ requestId, taskId: assigned.taskId, promptTokens: new Int32Array(0), completionTokens: new Int32Array(0), correct: null });
+            answers.push({ requestId, taskId: assigned.taskId, correct: null });
           }
         }
         world.send(self, ENGINE, request);
         return { ...state, assignments: [...state.assignments, ...message.tasks], answers };
       }
       case 'generated': {
-        for (const result of message.results) Object.assign(answer(result.requestId), { promptTokens: result.promptTokens, completionTokens: result.completionTokens });
         const byTask = groupBy(message.results, (result) => String(answer(result.requestId).taskId));
         const requests = [...byTask.values()].map((results) => ({ task: assignment(answer(results[0]!.requestId).taskId).task, answers: results.map((r) => ({ requestId: r.requestId, answer: r.text })) }));
         const check: VerifierMessage = { type: 'check', replyTo: self, requests };
@@ -88,12 +85,9 @@ export const studentHandler =
       }
       case 'learn': {
         const samples: TrainingSample[] = state.answers.map((a) => ({
-          member: self,
+          requestId: a.requestId,
           role: 'student',
           taskType: assignment(a.taskId).task.type,
-          slot: state.slot,
-          promptTokens: a.promptTokens,
-          completionTokens: a.completionTokens,
           reward: a.correct ? 1 : 0,
         }));
         if (samples.length > 0) world.send(self, ENGINE, { type: 'train', samples });

@@ -22,8 +22,6 @@ export interface TeacherConfig {
 interface Proposal {
   requestId: number;
   taskType: ArithTaskType;
-  promptTokens: Int32Array;
-  completionTokens: Int32Array;
   text: string;
   task: ArithTask | null; // set once validated
   invalidReason: string | null;
@@ -69,7 +67,7 @@ export const teacherHandler =
           for (let i = 0; i < config.perTeacher; i++) {
             const requestId = world.requestId();
             request.requests.push({ requestId, slot: state.slot, prompt: proposalPrompt(taskType), format: `proposal/${taskType}` });
-            proposals.push({ requestId, taskType, promptTokens: new Int32Array(0), completionTokens: new Int32Array(0), text: '', task: null, invalidReason: null, correct: 0, answers: 0 });
+            proposals.push({ requestId, taskType, text: '', task: null, invalidReason: null, correct: 0, answers: 0 });
           }
         }
         world.send(self, ENGINE, request);
@@ -79,7 +77,7 @@ export const teacherHandler =
         const validate: VerifierMessage = { type: 'validate', replyTo: self, requests: [] };
         for (const result of message.results) {
           const p = proposal(result.requestId);
-          Object.assign(p, { promptTokens: result.promptTokens, completionTokens: result.completionTokens, text: result.text });
+          p.text = result.text;
           validate.requests.push({ requestId: p.requestId, taskType: p.taskType, text: p.text });
         }
         world.send(self, VERIFIER, validate);
@@ -109,12 +107,9 @@ export const teacherHandler =
       }
       case 'learn': {
         const samples: TrainingSample[] = state.proposals.map((p) => ({
-          member: self,
+          requestId: p.requestId,
           role: 'teacher',
           taskType: p.taskType,
-          slot: state.slot,
-          promptTokens: p.promptTokens,
-          completionTokens: p.completionTokens,
           reward: teacherReward(p.task !== null, p.answers > 0 ? p.correct / p.answers : null, config.rewards),
         }));
         world.send(self, ENGINE, { type: 'train', samples });
