@@ -1,14 +1,14 @@
 // Gram matrix of n vectors read out of one tensor (the SVD crossover's stacked factors, in place in the bank):
-//   v_i[k] = x[bases[i] + k · stride] for k < length;   G[i, j] = Σ_k v_i[k] · v_j[k]
+//   v_i[k] = x[bases[first + i] + k · stride] for k < length;   G[i, j] = Σ_k v_i[k] · v_j[k]
 // written to out[outOffset + i·n + j] and its mirror (A rows: stride 1; B columns: stride R).
-// Bindings: p: Params; x: f32; bases: [n] i32; out: f32
+// Bindings: p: Params; x: f32; bases: i32 (this Gram's n from index `first`: one upload serves many); out: f32
 // Dispatch: n·(n+1)/2 workgroups of 256 threads (folded into (x, y) past 65535), one pair i <= j each, in row order.
 //
 // Determinism: lane-strided partial sums met by a fixed tree: the order depends on length only.
 
 const THREADS: u32 = 256u;
 
-struct Params { n: u32, length: u32, stride: u32, outOffset: u32 }
+struct Params { n: u32, length: u32, stride: u32, outOffset: u32, first: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> bases: array<i32>;
@@ -27,8 +27,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     i += 1u;
   }
   let j = i + pair;
-  let bi = u32(bases[i]);
-  let bj = u32(bases[j]);
+  let bi = u32(bases[p.first + i]);
+  let bj = u32(bases[p.first + j]);
   var sum = 0.0;
   for (var k = lid.x; k < p.length; k += THREADS) {
     sum += x[bi + k * p.stride] * x[bj + k * p.stride];

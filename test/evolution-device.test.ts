@@ -70,6 +70,21 @@ describe.each(backends)('device evolution on %s', (_name, backend, tolerance) =>
     bank.destroy();
   });
 
+  it.runIf(backend)('clears what the child\'s slot held when the blend has rank below the bank\'s', async () => {
+    // A's rows 2 and 3 repeat rows 0 and 1: every module's blend has rank 2 < 4, so the child's last two rank
+    // components must come out zero whatever the slot held before (here: parent 2).
+    const low = structuredClone(parent1);
+    for (const layer of low.layers) for (const f of Object.values(layer)) f.a.copyWithin(2 * (f.a.length / rank), 0, 2 * (f.a.length / rank));
+    const bank = new LoraBank(backend!, config, 4, rank, [...targets]);
+    bank.load(0, low);
+    bank.load(3, parent2);
+    await new BankEvolution(bank, config).crossover(3, 0, 0, { kind: 'svd', seed: 1 });
+    const child = await bank.read(3);
+    expect(relativeError(child, crossover(low, low, { kind: 'svd', seed: 1 }))).toBeLessThan(50 * tolerance);
+    expect(child.layers[0]!.q_proj!.a.subarray(2 * config.hiddenSize).every((v) => v === 0)).toBe(true);
+    bank.destroy();
+  });
+
   it.runIf(backend)('makes the same SVD child with its small factorisations on two worker threads', async () => {
     const children: LoraAdapter[] = [];
     for (const workers of [1, 2]) {

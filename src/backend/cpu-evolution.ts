@@ -1,6 +1,6 @@
 // CPU twins of the evolution kernels (kernels/evolve_*.wgsl): plain loops, float64 sums, the same addressing.
 
-import { assert, numel, type SlotMutation, type Tensor } from './backend.js';
+import { assert, type SlotMutation, type Tensor } from './backend.js';
 import { f32Of, i32Of } from './cpu-tensor.js';
 import { perturbInPlace } from './noise.js';
 
@@ -26,9 +26,10 @@ export function mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, sl
   }
 }
 
-export function gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, n: number, length: number, stride: number): void {
-  const [o, xs, b] = [f32Of(out), f32Of(x), i32Of(bases)];
-  assert(outOffset + n * n <= o.length && b.length >= n, `gramInto: ${n}x${n} at ${outOffset} does not fit ${o.length}, or ${b.length} bases`);
+export function gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, first: number, n: number, length: number, stride: number): void {
+  const [o, xs] = [f32Of(out), f32Of(x)];
+  const b = i32Of(bases).subarray(first, first + n);
+  assert(outOffset + n * n <= o.length && b.length === n, `gramInto: ${n}x${n} at ${outOffset} does not fit ${o.length}, or fewer than ${n} bases from ${first}`);
   for (let i = 0; i < n; i++) {
     for (let j = i; j < n; j++) {
       let sum = 0;
@@ -38,9 +39,11 @@ export function gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tenso
   }
 }
 
-export function combineInPlace(x: Tensor, bases: Tensor, mix: Tensor, n: number, keep: number, length: number, stride: number): void {
-  const [xs, b, m] = [f32Of(x), i32Of(bases), f32Of(mix)];
-  assert(b.length === n + keep && numel(mix.shape) === n * keep, `combineInPlace: ${b.length} bases and a ${numel(mix.shape)}-element mix for n ${n}, keep ${keep}`);
+export function combineInPlace(x: Tensor, bases: Tensor, basesFrom: number, mix: Tensor, mixFrom: number, n: number, keep: number, length: number, stride: number): void {
+  const xs = f32Of(x);
+  const b = i32Of(bases).subarray(basesFrom, basesFrom + n + keep);
+  const m = f32Of(mix).subarray(mixFrom, mixFrom + n * keep);
+  assert(b.length === n + keep && m.length === n * keep, `combineInPlace: ${b.length} bases and a ${m.length}-element mix for n ${n}, keep ${keep}`);
   const out = new Float32Array(keep * length); // computed before any write: inputs and outputs may not alias, but need not be checked
   for (let j = 0; j < keep; j++) {
     for (let k = 0; k < length; k++) {

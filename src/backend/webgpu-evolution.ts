@@ -25,17 +25,17 @@ export class EvolutionKernels {
     this.g.recorder.dispatch('evolve_mix', {}, fields, [this.g.f32(x, 'mixSlotsInPlace: x'), this.g.f32(weights, 'mixSlotsInPlace: weights')], Math.ceil(slotSize / 256));
   }
 
-  gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, n: number, length: number, stride: number): void {
-    assert(outOffset + n * n <= numel(out.shape), `gramInto: ${n}x${n} at ${outOffset} does not fit ${numel(out.shape)}`);
-    const fields: Field[] = [['u32', n], ['u32', length], ['u32', stride], ['u32', outOffset]];
-    const bindings = [this.g.f32(x, 'gramInto: x'), this.g.i32(bases, n, 'gramInto: bases'), this.g.f32(out, 'gramInto: out')];
+  gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, first: number, n: number, length: number, stride: number): void {
+    assert(outOffset + n * n <= numel(out.shape) && first + n <= numel(bases.shape), `gramInto: ${n}x${n} at ${outOffset} does not fit ${numel(out.shape)}, or fewer than ${n} bases from ${first}`);
+    const fields: Field[] = [['u32', n], ['u32', length], ['u32', stride], ['u32', outOffset], ['u32', first]];
+    const bindings = [this.g.f32(x, 'gramInto: x'), this.g.i32(bases, numel(bases.shape), 'gramInto: bases'), this.g.f32(out, 'gramInto: out')];
     this.g.recorder.dispatch('evolve_gram', {}, fields, bindings, (n * (n + 1)) / 2);
   }
 
-  combineInPlace(x: Tensor, bases: Tensor, mix: Tensor, n: number, keep: number, length: number, stride: number): void {
-    assert(numel(mix.shape) === n * keep, `combineInPlace: a ${numel(mix.shape)}-element mix for n ${n}, keep ${keep}`);
-    const fields: Field[] = [['u32', n], ['u32', keep], ['u32', length], ['u32', stride]];
-    const bindings = [this.g.f32(x, 'combineInPlace: x'), this.g.i32(bases, n + keep, 'combineInPlace: bases'), this.g.f32(mix, 'combineInPlace: mix')];
+  combineInPlace(x: Tensor, bases: Tensor, b: number, mix: Tensor, m: number, n: number, keep: number, length: number, stride: number): void {
+    assert(m + n * keep <= numel(mix.shape) && b + n + keep <= numel(bases.shape), `combineInPlace: ${n * keep} mix values from ${m} or ${n + keep} bases from ${b} do not fit`);
+    const fields: Field[] = [['u32', n], ['u32', keep], ['u32', length], ['u32', stride], ['u32', b], ['u32', m]];
+    const bindings = [this.g.f32(x, 'combineInPlace: x'), this.g.i32(bases, numel(bases.shape), 'combineInPlace: bases'), this.g.f32(mix, 'combineInPlace: mix')];
     this.g.recorder.dispatch('evolve_combine', {}, fields, bindings, Math.ceil((keep * length) / 256));
   }
 }

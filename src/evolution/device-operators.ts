@@ -134,33 +134,37 @@ export class BankEvolution {
     const R = this.bank.rank;
     const n = 2 * R;
     const views = this.factors();
-    // Every factor's Gram matrix in one tensor, read back once.
+    // Every factor's Gram matrix in one tensor, read back once; every factor's bases in one upload.
+    const gramBases = views.map((view) => this.bases(view, [slot1, slot2]));
+    const allGramBases = b.uploadI32(Int32Array.from(gramBases.flatMap((g) => [...g.bases])), [views.length * n]);
     const grams = b.zeros([views.length, n, n]);
-    views.forEach((view, v) => {
-      const { bases, length, stride } = this.bases(view, [slot1, slot2]);
-      const basesTensor = b.uploadI32(bases, [n]);
-      b.gramInto(grams, v * n * n, view.tensor, basesTensor, n, length, stride);
-      b.free(basesTensor);
-    });
+    gramBases.forEach(({ length, stride }, v) => b.gramInto(grams, v * n * n, views[v]!.tensor, allGramBases, v * n, n, length, stride));
+    b.free(allGramBases);
     const values = await b.readF32(grams);
     b.free(grams);
     const gramOf = (v: number) => Float64Array.from(values.subarray(v * n * n, (v + 1) * n * n));
     const jobs: MixesJob[] = [];
     for (let v = 0; v < views.length; v += 2) jobs.push({ gramB: gramOf(v + 1), gramA: gramOf(v), r: R, w1, w2 });
     const mixes = await this.mixes(jobs);
-    // The child's region is cleared first: columns (B) and rows (A) past the blend's rank stay zero.
-    this.blend(child, slot1, slot2, () => new Array<number>(2 * R).fill(0));
-    for (let v = 0; v < views.length; v += 2) {
-      const { mixB, mixA } = mixes[v / 2]!;
-      for (const [view, mix] of [[views[v]!, mixA], [views[v + 1]!, mixB]] as const) {
-        const keep = mix.cols;
-        const { bases, length, stride } = this.bases(view, [slot1, slot2, child]);
-        const basesTensor = b.uploadI32(bases.subarray(0, n + keep), [n + keep]);
-        const mixTensor = b.upload(Float32Array.from(mix.data), [n, keep]);
-        b.combineInPlace(view.tensor, basesTensor, mixTensor, n, keep, length, stride);
-        b.free(basesTensor);
-        b.free(mixTensor);
-      }
-    }
+    // When a blend has rank below R, the child's region is cleared first: its columns (B) and rows (A) past that
+    // rank stay zero. (At full rank the combine writes every one of them.)
+    if (mixes.some(({ mixB, mixA }) => mixB.cols < R || mixA.cols < R)) this.blend(child, slot1, slot2, () => new Array<number>(2 * R).fill(0));
+    // views[v] is a module's A, views[v + 1] its B: their mixes, and the parents' then the child's vectors.
+    const parts = views.map((view, v) => {
+      const mix = v % 2 === 0 ? mixes[v / 2]!.mixA : mixes[(v - 1) / 2]!.mixB;
+      const { bases, length, stride } = this.bases(view, [slot1, slot2, child]);
+      return { view, mix, bases: bases.subarray(0, n + mix.cols), length, stride };
+    });
+    let [basesAt, mixAt] = [0, 0];
+    const offsets = parts.map((p) => {
+      const at = { bases: basesAt, mix: mixAt };
+      [basesAt, mixAt] = [basesAt + p.bases.length, mixAt + p.mix.data.length];
+      return at;
+    });
+    const allBases = b.uploadI32(Int32Array.from(parts.flatMap((p) => [...p.bases])), [basesAt]);
+    const allMixes = b.upload(Float32Array.from(parts.flatMap((p) => [...p.mix.data])), [mixAt]);
+    parts.forEach((p, i) => b.combineInPlace(p.view.tensor, allBases, offsets[i]!.bases, allMixes, offsets[i]!.mix, n, p.mix.cols, p.length, p.stride));
+    b.free(allBases);
+    b.free(allMixes);
   }
 }

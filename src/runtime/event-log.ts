@@ -29,11 +29,36 @@ const packr = new Packr({ useRecords: false, moreTypes: true });
 const HASH_SEED = 'populora-events-v2';
 const MAX_RECORD_BYTES = 64 << 20;
 
-/** The value with every plain object's keys sorted (typed arrays and arrays kept as they are). */
+/**
+ * The value with every plain object's keys sorted (typed arrays and arrays kept as they are). A subtree that is
+ * already canonical is returned as it is, so a message built in key order costs no copy (the recorder's hot path).
+ */
 function canonical(value: unknown): unknown {
-  if (Array.isArray(value)) return value.every((v) => v === null || typeof v !== 'object') ? value : value.map(canonical);
   if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return value;
-  return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]));
+  if (Array.isArray(value)) {
+    let copy: unknown[] | null = null;
+    for (let i = 0; i < value.length; i++) {
+      const item = canonical(value[i]);
+      if (item !== value[i]) (copy ??= value.slice())[i] = item;
+    }
+    return copy ?? value;
+  }
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  let sorted = true;
+  for (let i = 1; i < keys.length && sorted; i++) sorted = keys[i - 1]! < keys[i]!;
+  let changed = !sorted;
+  const values = keys.map((k) => {
+    const item = canonical(record[k]);
+    changed ||= item !== record[k];
+    return item;
+  });
+  if (!changed) return value;
+  const order = keys.map((_, i) => i);
+  if (!sorted) order.sort((a, b) => (keys[a]! < keys[b]! ? -1 : 1));
+  const out: Record<string, unknown> = {};
+  for (const i of order) out[keys[i]!] = values[i];
+  return out;
 }
 
 export function encodeEvent(event: RunEvent): Buffer {
@@ -43,10 +68,11 @@ export function encodeEvent(event: RunEvent): Buffer {
 export class RunHash {
   private readonly state = createHash('sha256').update(HASH_SEED);
 
+  private readonly length = Buffer.alloc(4);
+
   add(payload: Uint8Array): void {
-    const length = Buffer.alloc(4);
-    length.writeUInt32LE(payload.length, 0);
-    this.state.update(length).update(payload);
+    this.length.writeUInt32LE(payload.length, 0);
+    this.state.update(this.length).update(payload);
   }
 
   get hex(): string {
