@@ -62,9 +62,9 @@ export interface EvolvedReply {
 
 export class EngineService implements Service {
   readonly name = ENGINE;
-  private generations: Array<GenerateItem & { replyTo: string }> = [];
-  private samples: TrainingSample[] = [];
-  private evolutions: EvolveRequest[] = [];
+  private readonly generations: Array<GenerateItem & { replyTo: string }> = [];
+  private readonly samples: TrainingSample[] = [];
+  private readonly evolutions: EvolveRequest[] = [];
   private readonly sequences = new Map<number, { tokens: number[]; promptLength: number; slot: number }>(); // this step's generations, by request id
   private readonly vocab: TokenTexts;
   private readonly evolution: BankEvolution;
