@@ -2,7 +2,7 @@
 // whichever backend, batch or order makes it. The host operators (src/evolution/operators.ts) and the CPU
 // backend's twin of kernels/evolve_mutate.wgsl share this code.
 
-import { hashU32 } from './sampling.js';
+import { hashPrefix, hashU32, mix32 } from './sampling.js';
 
 /** Uniform in (0, 1]: never 0, so Box–Muller's log stays finite. */
 export const toUniform = (bits: number) => ((bits >>> 8) + 1) / 16777216;
@@ -16,8 +16,9 @@ const SPARSE_SALT = 0x5bd1e995;
  */
 export function perturbInPlace(x: Float32Array, scale: number, seed: number, stream: number, fraction: number): void {
   const moved = (i: number) => fraction >= 1 || uniform(seed ^ SPARSE_SALT, stream, i) <= fraction;
+  const prefix = hashPrefix(seed, stream); // hashU32(seed, stream, pair) = mix32(prefix ^ pair)
   for (let i = 0; i < x.length; i += 2) {
-    const h = hashU32(seed, stream, i >>> 1);
+    const h = mix32((prefix ^ (i >>> 1)) >>> 0);
     const radius = Math.sqrt(-2 * Math.log(toUniform(h)));
     const angle = 2 * Math.PI * toUniform(hashU32(h, stream, 0x9e3779b9));
     if (moved(i)) x[i] = x[i]! + scale * radius * Math.cos(angle);

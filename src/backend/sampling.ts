@@ -6,7 +6,7 @@
 import type { SampleRow } from './backend.js';
 
 /** lowbias32 (Chris Wellons): a full-avalanche 32-bit integer mixer. */
-function mix32(x: number): number {
+export function mix32(x: number): number {
   x ^= x >>> 16;
   x = Math.imul(x, 0x7feb352d);
   x ^= x >>> 15;
@@ -16,9 +16,12 @@ function mix32(x: number): number {
 }
 
 export function hashU32(seed: number, requestId: number, position: number): number {
-  let h = mix32((seed ^ 0x9e3779b9) >>> 0);
-  h = mix32((h ^ requestId) >>> 0);
-  return mix32((h ^ position) >>> 0);
+  return mix32((hashPrefix(seed, requestId) ^ position) >>> 0);
+}
+
+/** The part of hashU32 that does not depend on the position (hoisted out of loops over positions). */
+export function hashPrefix(seed: number, requestId: number): number {
+  return mix32((mix32((seed ^ 0x9e3779b9) >>> 0) ^ requestId) >>> 0);
 }
 
 /** Uniform in [0, 1) with 24 bits: exact in f32 on both backends. */
