@@ -10,6 +10,7 @@ import { replayRun } from '../src/runtime/replay.js';
 import { runScenario } from '../src/runtime/run.js';
 import { parseScenario, type Scenario } from '../src/scenario/scenario.js';
 import type { StepMetrics } from '../src/runtime/metrics.js';
+import type { Service } from '../src/runtime/world.js';
 
 const base = `
 name: test
@@ -98,6 +99,29 @@ describe('a self-play run', () => {
     const assigns = assignments(readEventLog(join(within.outDir, 'events.msgpack')).events);
     expect(assigns.length).toBeGreaterThan(0);
     for (const { student, teacher } of assigns) expect(teacher.split('-')[1]).toBe(student.split('-')[1]);
+  });
+
+  it('stops at a failing actor, naming it, its step and message, with every event up to the failure on disk', async () => {
+    // A verifier that answers for a proposal nobody made: the teacher's handler throws on it in step 1.
+    const corrupt = (service: Service): Service =>
+      service.name !== 'verifier'
+        ? service
+        : {
+            ...service,
+            hasPending: () => service.hasPending(),
+            flush: async (world) => {
+              const deliveries = await service.flush(world);
+              if (world.step === 1) for (const d of deliveries) if (d.message.type === 'validated') (d.message as unknown as { results: Array<{ requestId: number }> }).results[0]!.requestId = 99999;
+              return deliveries;
+            },
+          };
+    const outDir = fresh();
+    await expect(runScenario({ ...scenarioOf(), steps: 3 }, { outDir, wrapService: corrupt })).rejects.toThrow(/^actor teacher-\d-0 failed at step 1 on message "validated": no proposal with request id 99999$/);
+    const { events, tornTailBytes } = readEventLog(join(outDir, 'events.msgpack'));
+    expect(tornTailBytes).toBe(0);
+    expect(events.at(-1)!.step).toBe(1);
+    expect(events.some((e) => e.type === 'validated' && e.step === 1)).toBe(true);
+    expect(readFileSync(join(outDir, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(1); // step 0 was complete
   });
 
   it('refuses a token budget too small for the domain, naming the field', async () => {
