@@ -384,3 +384,34 @@ describe.skipIf(!gpu)('WebGPU uploads and reads', () => {
     [...uploaded, largeTensor, y, sum, later].forEach((t) => b.free(t));
   });
 });
+
+describe.skipIf(!gpu)('evolution kernels against the CPU reference', () => {
+  it('gramInto and combineInPlace, for rows and strided columns, lengths off the tile size', async () => {
+    const cpu = new CpuBackend();
+    const rng = seedrandom('evolve-kernels');
+    const data = Float32Array.from({ length: 6000 }, () => rng() * 2 - 1);
+    const relative = (actual: Float32Array, expected: Float32Array) => actual.reduce((m, v, i) => Math.max(m, Math.abs(v - expected[i]!)), 0) / Math.max(...expected.map(Math.abs));
+    for (const [n, keep, length, stride] of [[10, 4, 45, 1], [6, 3, 77, 9], [64, 2, 33, 66]] as const) {
+      // Vector i starts at 1 + i (columns of a row-major [length, stride] block) or 1 + i·length (rows); the
+      // outputs follow the inputs, never overlapping them.
+      const at = (i: number) => 1 + i * (stride === 1 ? length : 1);
+      const bases = Int32Array.from({ length: 2 + n + keep }, (_, i) => (i < 2 ? 0 : at(i - 2)));
+      const mix = Float32Array.from({ length: n * keep }, () => rng() * 2 - 1);
+      const run = async (b: Backend) => {
+        const x = b.upload(data, [data.length]);
+        const out = b.zeros([2 + n * n]);
+        const basesTensor = b.uploadI32(bases, [bases.length]);
+        const mixTensor = b.upload(Float32Array.of(9, ...mix), [1 + n * keep]);
+        b.gramInto(out, 2, x, basesTensor, 2, n, length, stride);
+        b.combineInPlace(x, basesTensor, 2, mixTensor, 1, n, keep, length, stride);
+        const result = [await b.readF32(out), await b.readF32(x)] as const;
+        [x, out, basesTensor, mixTensor].forEach((t) => b.free(t));
+        return result;
+      };
+      const [[gramCpu, xCpu], [gramGpu, xGpu]] = await Promise.all([run(cpu), run(gpu!)]);
+      expect(relative(gramGpu, gramCpu), `gram n ${n} length ${length} stride ${stride}`).toBeLessThan(1e-5);
+      expect([gramGpu[0], gramGpu[1]]).toEqual([0, 0]); // before outOffset: untouched
+      expect(relative(xGpu, xCpu), `combine n ${n} keep ${keep}`).toBeLessThan(1e-5);
+    }
+  });
+});

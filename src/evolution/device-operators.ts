@@ -28,6 +28,17 @@ interface FactorView {
   divisor: number; // elements per rank component step: A rows of `in`, B columns (1)
 }
 
+/** The arrays end to end, as one typed array of the given kind. */
+function concatenate<T extends Int32Array | Float32Array>(kind: { new (length: number): T }, arrays: ArrayLike<number>[]): T {
+  const out = new kind(arrays.reduce((n, a) => n + a.length, 0));
+  let at = 0;
+  for (const a of arrays) {
+    out.set(a, at);
+    at += a.length;
+  }
+  return out;
+}
+
 export class BankEvolution {
   private readonly backend: Backend;
   private readonly pool: Piscina | null;
@@ -125,8 +136,11 @@ export class BankEvolution {
   private bases(view: FactorView, slots: number[]): { bases: Int32Array; length: number; stride: number } {
     const R = this.bank.rank;
     const { inFeatures, outFeatures } = loraModuleShape(this.config, view.module);
-    const at = (slot: number, j: number) => (view.factor === 0 ? (slot * R + j) * inFeatures : slot * outFeatures * R + j);
-    return { bases: Int32Array.from(slots.flatMap((slot) => Array.from({ length: R }, (_, j) => at(slot, j)))), length: view.factor === 0 ? inFeatures : outFeatures, stride: view.factor === 0 ? 1 : R };
+    const bases = new Int32Array(slots.length * R);
+    slots.forEach((slot, s) => {
+      for (let j = 0; j < R; j++) bases[s * R + j] = view.factor === 0 ? (slot * R + j) * inFeatures : slot * outFeatures * R + j;
+    });
+    return { bases, length: view.factor === 0 ? inFeatures : outFeatures, stride: view.factor === 0 ? 1 : R };
   }
 
   private async svdCrossover(child: number, slot1: number, slot2: number, w1: number, w2: number): Promise<void> {
@@ -136,7 +150,7 @@ export class BankEvolution {
     const views = this.factors();
     // Every factor's Gram matrix in one tensor, read back once; every factor's bases in one upload.
     const gramBases = views.map((view) => this.bases(view, [slot1, slot2]));
-    const allGramBases = b.uploadI32(Int32Array.from(gramBases.flatMap((g) => [...g.bases])), [views.length * n]);
+    const allGramBases = b.uploadI32(concatenate(Int32Array, gramBases.map((g) => g.bases)), [views.length * n]);
     const grams = b.zeros([views.length, n, n]);
     gramBases.forEach(({ length, stride }, v) => b.gramInto(grams, v * n * n, views[v]!.tensor, allGramBases, v * n, n, length, stride));
     b.free(allGramBases);
@@ -161,8 +175,8 @@ export class BankEvolution {
       [basesAt, mixAt] = [basesAt + p.bases.length, mixAt + p.mix.data.length];
       return at;
     });
-    const allBases = b.uploadI32(Int32Array.from(parts.flatMap((p) => [...p.bases])), [basesAt]);
-    const allMixes = b.upload(Float32Array.from(parts.flatMap((p) => [...p.mix.data])), [mixAt]);
+    const allBases = b.uploadI32(concatenate(Int32Array, parts.map((p) => p.bases)), [basesAt]);
+    const allMixes = b.upload(concatenate(Float32Array, parts.map((p) => p.mix.data)), [mixAt]);
     parts.forEach((p, i) => b.combineInPlace(p.view.tensor, allBases, offsets[i]!.bases, allMixes, offsets[i]!.mix, n, p.mix.cols, p.length, p.stride));
     b.free(allBases);
     b.free(allMixes);
