@@ -26,11 +26,10 @@ export class EvolutionKernels {
   }
 
   gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, first: number, n: number, length: number, stride: number): void {
-    assert(n <= 64, `gramInto: at most 64 vectors (rank 32), got ${n}`);
     assert(outOffset + n * n <= numel(out.shape) && first + n <= numel(bases.shape), `gramInto: ${n}x${n} at ${outOffset} does not fit ${numel(out.shape)}, or fewer than ${n} bases from ${first}`);
     const fields: Field[] = [['u32', n], ['u32', length], ['u32', stride], ['u32', outOffset], ['u32', first]];
     const bindings = [this.g.f32(x, 'gramInto: x'), this.g.i32(bases, numel(bases.shape), 'gramInto: bases'), this.g.f32(out, 'gramInto: out')];
-    this.g.recorder.dispatch('evolve_gram', {}, fields, bindings, 1);
+    this.g.recorder.dispatch('evolve_gram', {}, fields, bindings, (n * (n + 1)) / 2);
   }
 
   combineInPlace(x: Tensor, bases: Tensor, b: number, mix: Tensor, m: number, n: number, keep: number, length: number, stride: number): void {
