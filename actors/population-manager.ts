@@ -55,16 +55,18 @@ export type PopulationMessage =
 
 export const adapterName = (id: string, generation: number) => `${id}.g${generation}`;
 
+function memberOf(state: PopulationState, id: string): MemberRecord {
+  const found = state.members.find((m) => m.id === id);
+  if (!found) throw new Error(`no member ${id}`);
+  return found;
+}
+
 const view = (m: MemberRecord): MemberView => ({ id: m.id, role: m.role, subpopulation: m.subpopulation, adapterSlot: m.slot, rating: m.rating });
 
 export const populationManagerHandler =
   (config: PopulationConfig): Handler<PopulationState, PopulationMessage> =>
   (state, message, world, self) => {
-    const member = (id: string) => {
-      const found = state.members.find((m) => m.id === id);
-      if (!found) throw new Error(`no member ${id}`);
-      return found;
-    };
+    const member = (id: string) => memberOf(state, id);
     switch (message.type) {
       case 'start-step':
         world.send(self, MATCHMAKER, { type: 'roster', members: state.members.map(view) });
@@ -108,8 +110,8 @@ function requestEvolution(state: PopulationState, { evolution: config, initialRa
   const rng = world.streams.stream(self, 'operators', world.step);
   const children: ChildSpec[] = [];
   for (const replacement of plan) {
-    const replaced = state.members.find((m) => m.id === replacement.replaced)!;
-    const parents = replacement.parents.map((id) => state.members.find((m) => m.id === id)!);
+    const replaced = memberOf(state, replacement.replaced);
+    const parents = replacement.parents.map((id) => memberOf(state, id));
     const seed = rng.u32();
     children.push({ slot: replaced.slot, parentSlots: parents.map((p) => p.slot), operator: replacement.operator, seed, inheritOptimizerFrom: replacement.inheritOptimizerFrom === null ? null : parents[0]!.slot });
     const parameters = replacement.operator === 'mutate' ? { sigma: config.sigma } : { kind: config.crossover };

@@ -77,4 +77,11 @@ export function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<s
   return groups;
 }
 
+/** The item of this step with the request id, or an error naming what is missing (a protocol bug). */
+export function byRequestId<T extends { requestId: number }>(items: readonly T[], requestId: number, what: string): T {
+  const found = items.find((item) => item.requestId === requestId);
+  if (!found) throw new Error(`no ${what} with request id ${requestId}`);
+  return found;
+}
+
 export const mean = (values: readonly number[]) => (values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length);

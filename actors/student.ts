@@ -5,7 +5,7 @@
 
 import { solvePrompt, type ArithTask } from '../src/domains/arith/tasks.js';
 import type { Handler } from '../src/runtime/world.js';
-import { ENGINE, POPULATION_MANAGER, VERIFIER, groupBy, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
+import { ENGINE, POPULATION_MANAGER, VERIFIER, byRequestId, groupBy, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
 
 export interface StudentConfig {
@@ -41,11 +41,7 @@ export type StudentMessage =
 export const studentHandler =
   (config: StudentConfig): Handler<StudentState, StudentMessage> =>
   (state, message, world, self) => {
-    const answer = (requestId: number) => {
-      const found = state.answers.find((a) => a.requestId === requestId);
-      if (!found) throw new Error(`no answer with request id ${requestId}`);
-      return found;
-    };
+    const answer = (requestId: number) => byRequestId(state.answers, requestId, 'answer');
     const assignment = (taskId: number) => state.assignments.find((a) => a.taskId === taskId)!;
     switch (message.type) {
       case 'assign': {

@@ -5,7 +5,7 @@
 
 import { proposalPrompt, taskMetrics, type ArithTask, type ArithTaskType } from '../src/domains/arith/tasks.js';
 import type { Handler } from '../src/runtime/world.js';
-import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, mean, type GenerateRequest, type Generated, type OfferedTask, type Outcomes, type TrainingSample } from './protocol.js';
+import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, byRequestId, mean, type GenerateRequest, type Generated, type OfferedTask, type Outcomes, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
 
 export interface TeacherRewards {
@@ -54,11 +54,7 @@ export function teacherReward(valid: boolean, solveRate: number | null, rewards:
 export const teacherHandler =
   (config: TeacherConfig): Handler<TeacherState, TeacherMessage> =>
   (state, message, world, self) => {
-    const proposal = (requestId: number) => {
-      const found = state.proposals.find((p) => p.requestId === requestId);
-      if (!found) throw new Error(`no proposal with request id ${requestId}`);
-      return found;
-    };
+    const proposal = (requestId: number) => byRequestId(state.proposals, requestId, 'proposal');
     switch (message.type) {
       case 'propose': {
         const proposals: Proposal[] = [];

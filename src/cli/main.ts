@@ -9,7 +9,7 @@ import { crossoverCommand, mutateCommand } from './evolve-commands.js';
 import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } from './model-commands.js';
 import { runCommand } from './run-command.js';
 import { gradCommand } from './train-commands.js';
-import { replayCommand, runCommand as runScenarioCommand } from './run-commands.js';
+import { replayCommand, runScenarioCommand } from './run-commands.js';
 
 const integer = (name: string) => (value: string) => {
   const n = Number(value);
@@ -22,6 +22,7 @@ const number = (name: string) => (value: string) => {
   return n;
 };
 const backendOption = () => new Option('--backend <name>', 'compute backend').choices(BACKEND_CHOICES).default('auto');
+const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier worker threads (results do not depend on it)').argParser(integer('--verifier-workers')).default(1);
 const storageOption = () => new Option('--weights <storage>', 'device storage of weight matrices (default: as stored in the file)').choices(['f32', 'f16']);
 
 const program = new Command('populora').description('Population self-play of LoRA adapters on WebGPU').showHelpAfterError();
@@ -113,13 +114,13 @@ program
   .option('--out <dir>', 'run folder (default: runs/<scenario name>)')
   .option('--resume <dir>', 'continue a crashed run from its last checkpoint')
   .option('--overwrite', 'replace an earlier run in the --out folder')
-  .option('--verifier-workers <n>', 'verifier worker threads (results do not depend on it)', integer('--verifier-workers'), 1)
+  .addOption(verifierWorkersOption())
   .action(runCommand(runScenarioCommand));
 program
   .command('replay')
   .description('re-execute a run from its recorded scenario and compare the event logs event by event')
   .argument('<dir>', 'run folder')
-  .option('--verifier-workers <n>', 'verifier worker threads', integer('--verifier-workers'), 1)
+  .addOption(verifierWorkersOption())
   .action(runCommand(replayCommand));
 program
   .command('demo')

@@ -12,7 +12,7 @@ import { UsageError } from './run-command.js';
 
 const percent = (x: number | null) => (x === null ? '  -  ' : `${(100 * x).toFixed(0).padStart(3)}%`);
 
-export async function runCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number }): Promise<void> {
+export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number }): Promise<void> {
   if (options.resume && scenarioFile) throw new UsageError('give either a scenario or --resume DIR, not both (a resumed run uses the scenario recorded in its folder)');
   if (!options.resume && !scenarioFile) throw new UsageError('give a scenario file (e.g. scenarios/quickstart.yaml) or --resume DIR');
   const resumeDir = options.resume;

@@ -4,7 +4,7 @@
 // outlives the wall-clock guard is an infrastructure fault, never a verdict (rule 5).
 
 import { Piscina } from 'piscina';
-import { compiledWorker } from '../runtime/compiled-worker.js';
+import { compiledWorker, contiguousChunks } from '../runtime/worker-threads.js';
 import type { VerifyJob, VerifyResult } from './verify-jobs.js';
 
 /** Safety net only: arith jobs take microseconds; a chunk still running after this means a hung worker. */
@@ -21,9 +21,7 @@ export class VerifierPool {
   }
 
   async verify(jobs: readonly VerifyJob[]): Promise<VerifyResult[]> {
-    const size = Math.ceil(jobs.length / this.workers);
-    const chunks = Array.from({ length: Math.ceil(jobs.length / size) || 0 }, (_, i) => jobs.slice(i * size, (i + 1) * size));
-    const results = await Promise.all(chunks.map((chunk) => this.runChunk(chunk)));
+    const results = await Promise.all(contiguousChunks(jobs, this.workers).map((chunk) => this.runChunk(chunk)));
     return results.flat();
   }
 

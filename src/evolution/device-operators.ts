@@ -11,13 +11,12 @@
 import { Piscina } from 'piscina';
 import { assert, type Backend, type Tensor } from '../backend/backend.js';
 import { uniform } from '../backend/noise.js';
-import { matrix, type Matrix } from './linalg.js';
-import type { MixesJob } from './mixes-worker.js';
-import { compiledWorker } from '../runtime/compiled-worker.js';
+import mixesChunk, { type MixesJob } from './mixes-worker.js';
+import { compiledWorker, contiguousChunks } from '../runtime/worker-threads.js';
 import type { LlamaConfig } from '../model/config.js';
 import type { LoraBank } from '../model/lora-bank.js';
 import { loraModuleShape, loraScale, LORA_MODULES, type LoraModule } from '../model/peft.js';
-import { noiseStream, svdMixes, type CrossoverOptions, type MutationOptions } from './operators.js';
+import { noiseStream, type CrossoverOptions, type MutationOptions } from './operators.js';
 
 interface FactorView {
   layer: number;
@@ -58,11 +57,10 @@ export class BankEvolution {
   }
 
   /** svdMixes for every module: inline, or in one contiguous chunk per worker, concatenated in order. */
-  private async mixes(jobs: MixesJob[]): Promise<Array<{ mixB: Matrix; mixA: Matrix }>> {
-    if (!this.pool) return jobs.map((j) => svdMixes(matrix(2 * j.r, 2 * j.r, j.gramB), matrix(2 * j.r, 2 * j.r, j.gramA), j.r, j.w1, j.w2));
-    const size = Math.ceil(jobs.length / this.workers);
-    const chunks = Array.from({ length: Math.ceil(jobs.length / size) }, (_, i) => jobs.slice(i * size, (i + 1) * size));
-    return (await Promise.all(chunks.map((chunk) => this.pool!.run(chunk) as Promise<Array<{ mixB: Matrix; mixA: Matrix }>>))).flat();
+  private async mixes(jobs: MixesJob[]): Promise<ReturnType<typeof mixesChunk>> {
+    if (!this.pool) return mixesChunk(jobs);
+    const pool = this.pool;
+    return (await Promise.all(contiguousChunks(jobs, this.workers).map((chunk) => pool.run(chunk) as Promise<ReturnType<typeof mixesChunk>>))).flat();
   }
 
   /** Every factor of every targeted module, in (layer, module, A then B) order. */

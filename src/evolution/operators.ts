@@ -123,7 +123,7 @@ export function crossover(p1: LoraAdapter, p2: LoraAdapter, o: CrossoverOptions)
  */
 function gramFactor(gram: Matrix): { r: Matrix; toQ: (m: Matrix) => Matrix } {
   const n = gram.rows;
-  const g = Float64Array.from(gram.data);
+  const g = gram.data;
   const perm = Array.from({ length: n }, (_, i) => i);
   const l = new Float64Array(n * n); // l[i, t]: row i of L, in pivot order
   const diagonal = Array.from({ length: n }, (_, i) => g[i * n + i]!);

@@ -123,7 +123,6 @@ export class World {
     this.states.set(name, initialState);
   }
 
-
   /** Every actor's state as of the last handled message (for checkpoints: plain data). */
   actorStates(): Map<string, unknown> {
     return new Map(this.states);
