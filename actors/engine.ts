@@ -7,7 +7,7 @@
 // task-relative REINFORCE++), so the engine is where every sample of a step meets.
 
 import { tokenMask, type TokenTexts } from '../src/domains/arith/grammar.js';
-import { formatByName } from '../src/domains/arith/tasks.js';
+import type { Domain } from '../src/domains/domain.js';
 import { BankEvolution } from '../src/evolution/device-operators.js';
 import type { CrossoverKind } from '../src/evolution/operators.js';
 import { generate, type GenerationRequest } from '../src/model/generate.js';
@@ -22,6 +22,7 @@ import type { Delivery, Handler, Service, World } from '../src/runtime/world.js'
 import { ENGINE, groupBy, type GenerateItem, type GenerateRequest, type Generated, type GeneratedItem, type TrainingSample } from './protocol.js';
 
 export interface EngineConfig {
+  domain: Domain; // its grammars constrain the generations (free text where it has none)
   seed: number; // sampling seed (u32); with the request id and position it keys each token's draw
   temperature: number;
   topP: number;
@@ -115,9 +116,12 @@ export class EngineService implements Service {
       topP: this.config.topP,
       stopTokens: [this.vocab.eos],
     }));
-    const formats = new Map(queued.map((q) => [q.requestId, formatByName(q.format)]));
+    const formats = new Map(queued.map((q) => [q.requestId, this.config.domain.grammar(q.format)]));
     const textOf = (tokens: readonly number[]) => tokens.map((t) => this.vocab.texts[t]).join('');
-    const mask = (r: GenerationRequest, generated: readonly number[]) => tokenMask(formats.get(r.requestId)!, this.vocab, textOf(generated), r.maxTokens - generated.length);
+    const mask = (r: GenerationRequest, generated: readonly number[]) => {
+      const format = formats.get(r.requestId)!;
+      return format === null ? null : tokenMask(format, this.vocab, textOf(generated), r.maxTokens - generated.length);
+    };
     const results = await generate(model, requests, { bank, mask });
     results.forEach((result, i) => this.sequences.set(result.requestId, { tokens: [...requests[i]!.prompt, ...result.tokens], promptLength: requests[i]!.prompt.length, slot: requests[i]!.adapter }));
     const items = results.map((result, i): GeneratedItem & { replyTo: string } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, text: textOf(result.tokens) }));

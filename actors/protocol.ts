@@ -1,7 +1,7 @@
 // What the actors' messages share: the member registry's view, training samples, and the names of the
 // singleton actors. Every message is plain data with a `type` tag; each actor file declares the ones it takes.
 
-import type { ArithTask, ArithTaskType, FormatName } from '../src/domains/arith/tasks.js';
+import type { FormatName, Task, TaskType } from '../src/domains/domain.js';
 
 export const ENGINE = 'engine';
 export const VERIFIER = 'verifier';
@@ -15,7 +15,7 @@ export type Role = 'teacher' | 'student';
 export interface TrainingSample {
   requestId: number;
   role: Role;
-  taskType: ArithTaskType;
+  taskType: TaskType;
   reward: number;
 }
 
@@ -28,7 +28,7 @@ export interface GenerateItem {
   requestId: number;
   slot: number;
   prompt: string;
-  format: FormatName; // the grammar its output is decoded under
+  format: FormatName; // the grammar its output is decoded under (free text where the domain has none)
 }
 
 export interface GenerateRequest {
@@ -53,7 +53,7 @@ export interface Generated {
 export interface OfferedTask {
   taskId: number;
   teacher: string;
-  task: ArithTask;
+  task: Task;
 }
 
 /** One student's result on one task: `correct` of `total` answers. */

@@ -3,12 +3,13 @@
 // manager, for ratings) how many were correct, and at the learn phase hands its samples to the engine with
 // reward 1 for a correct answer and 0 otherwise.
 
-import { solvePrompt, type ArithTask } from '../src/domains/arith/tasks.js';
+import type { Domain, Task } from '../src/domains/domain.js';
 import type { Handler } from '../src/runtime/world.js';
 import { ENGINE, POPULATION_MANAGER, VERIFIER, byRequestId, groupBy, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
 
 export interface StudentConfig {
+  domain: Domain;
   answersPerTask: number;
 }
 
@@ -16,12 +17,13 @@ interface Answer {
   requestId: number;
   taskId: number;
   correct: boolean | null; // null until checked
+  fault: boolean; // the verifier could not judge it: dropped from outcomes and training
 }
 
 interface Assignment {
   taskId: number;
   teacher: string;
-  task: ArithTask;
+  task: Task;
 }
 
 export interface StudentState {
@@ -50,8 +52,8 @@ export const studentHandler =
         for (const assigned of message.tasks) {
           for (let i = 0; i < config.answersPerTask; i++) {
             const requestId = world.requestId();
-            request.requests.push({ requestId, slot: state.slot, prompt: solvePrompt(assigned.task), format: `answer/${assigned.task.type}` });
-            answers.push({ requestId, taskId: assigned.taskId, correct: null });
+            request.requests.push({ requestId, slot: state.slot, prompt: config.domain.solvePrompt(assigned.task), format: `answer/${assigned.task.type}` });
+            answers.push({ requestId, taskId: assigned.taskId, correct: null, fault: false });
           }
         }
         world.send(self, ENGINE, request);
@@ -66,21 +68,22 @@ export const studentHandler =
       }
       case 'checked': {
         const completed = new Set<number>();
-        for (const { requestId, check } of message.results) {
-          const a = answer(requestId);
-          a.correct = check.correct;
-          if (state.answers.every((b) => b.taskId !== a.taskId || b.correct !== null)) completed.add(a.taskId);
+        for (const result of message.results) {
+          const a = answer(result.requestId);
+          if (result.fault !== undefined) a.fault = true;
+          else a.correct = result.check.correct;
+          if (state.answers.every((b) => b.taskId !== a.taskId || b.correct !== null || b.fault)) completed.add(a.taskId);
         }
-        const outcomes: Outcome[] = [...completed].sort((x, y) => x - y).map((taskId) => {
-          const ofTask = state.answers.filter((b) => b.taskId === taskId);
-          return { taskId, teacher: assignment(taskId).teacher, student: self, correct: ofTask.filter((b) => b.correct).length, total: ofTask.length };
+        const outcomes: Outcome[] = [...completed].sort((x, y) => x - y).flatMap((taskId) => {
+          const ofTask = state.answers.filter((b) => b.taskId === taskId && !b.fault);
+          return ofTask.length === 0 ? [] : [{ taskId, teacher: assignment(taskId).teacher, student: self, correct: ofTask.filter((b) => b.correct).length, total: ofTask.length }];
         });
         for (const [teacher, ofTeacher] of groupBy(outcomes, (o) => o.teacher)) world.send(self, teacher, { type: 'outcomes', outcomes: ofTeacher });
         if (outcomes.length > 0) world.send(self, POPULATION_MANAGER, { type: 'outcomes', outcomes });
         return state;
       }
       case 'learn': {
-        const samples: TrainingSample[] = state.answers.map((a) => ({
+        const samples: TrainingSample[] = state.answers.filter((a) => !a.fault).map((a) => ({
           requestId: a.requestId,
           role: 'student',
           taskType: assignment(a.taskId).task.type,
@@ -89,7 +92,7 @@ export const studentHandler =
         if (samples.length > 0) world.send(self, ENGINE, { type: 'train', samples });
         const rewardMean = mean(samples.map((s) => s.reward));
         if (samples.length > 0) world.send(self, POPULATION_MANAGER, { type: 'reward', member: self, rewardMean });
-        world.report('student', { id: self, subpopulation: state.subpopulation, tasks: state.assignments.length, answers: samples.length, correct: samples.filter((s) => s.reward === 1).length });
+        world.report('student', { id: self, subpopulation: state.subpopulation, tasks: state.assignments.length, answers: samples.length, correct: samples.filter((s) => s.reward === 1).length, faults: state.answers.length - samples.length });
         return { ...state, assignments: [], answers: [] };
       }
     }

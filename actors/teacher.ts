@@ -2,8 +2,10 @@
 // each task type, has the verifier validate them, offers the valid ones to the matchmaker, gathers the students'
 // outcomes, and at the learn phase turns them into rewards (DESIGN.md: learnability 1 - solve rate; a penalty
 // for an invalid task; optionally 0 when no student solved it) and hands its samples to the engine.
+// Where the domain conditions proposals on examples (the code domain, as AZR does), each prompt shows
+// `references` tasks drawn from the teacher's buffer: the domain's seed tasks, then its own valid proposals.
 
-import { proposalPrompt, taskMetrics, type ArithTask, type ArithTaskType } from '../src/domains/arith/tasks.js';
+import type { Domain, Task, TaskMetrics, TaskType } from '../src/domains/domain.js';
 import type { Handler } from '../src/runtime/world.js';
 import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, byRequestId, mean, type GenerateRequest, type Generated, type OfferedTask, type Outcomes, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
@@ -14,17 +16,25 @@ export interface TeacherRewards {
 }
 
 export interface TeacherConfig {
-  taskTypes: readonly ArithTaskType[];
+  domain: Domain;
+  taskTypes: readonly TaskType[];
   perTeacher: number;
+  references: number; // reference tasks shown per prompt (0: none)
+  promptCharacters: number; // the longest prompt the model's context holds beside the generation
   rewards: TeacherRewards;
 }
 
+/** Most tasks a teacher's reference buffer keeps (the newest). */
+export const REFERENCE_BUFFER_LIMIT = 32;
+
 interface Proposal {
   requestId: number;
-  taskType: ArithTaskType;
+  taskType: TaskType;
   text: string;
-  task: ArithTask | null; // set once validated
+  task: Task | null; // set once validated
+  metrics: TaskMetrics | null;
   invalidReason: string | null;
+  fault: string | null; // the verifier could not judge it: dropped, neither rewarded nor penalised
   correct: number; // answers correct, over all matched students
   answers: number;
 }
@@ -34,6 +44,7 @@ export interface TeacherState {
   subpopulation: number;
   slot: number;
   proposals: Proposal[]; // this step's
+  references: Task[]; // the reference buffer, oldest first
 }
 
 export type TeacherMessage =
@@ -59,11 +70,18 @@ export const teacherHandler =
       case 'propose': {
         const proposals: Proposal[] = [];
         const request: GenerateRequest = { type: 'generate', replyTo: self, requests: [] };
+        const draw = world.streams.stream(self, 'references', world.step);
         for (const taskType of config.taskTypes) {
           for (let i = 0; i < config.perTeacher; i++) {
             const requestId = world.requestId();
-            request.requests.push({ requestId, slot: state.slot, prompt: proposalPrompt(taskType), format: `proposal/${taskType}` });
-            proposals.push({ requestId, taskType, text: '', task: null, invalidReason: null, correct: 0, answers: 0 });
+            const shown = Math.min(config.references, state.references.length);
+            const references = draw.sample(state.references.length, shown).map((k) => state.references[k]!);
+            const promptWith = (n: number) => config.domain.proposalPrompt(taskType, references.slice(0, n));
+            let fitting = references.length; // as many references as the context holds
+            while (fitting > 0 && promptWith(fitting).length > config.promptCharacters) fitting--;
+            const prompt = promptWith(fitting);
+            request.requests.push({ requestId, slot: state.slot, prompt, format: `proposal/${taskType}` });
+            proposals.push({ requestId, taskType, text: '', task: null, metrics: null, invalidReason: null, fault: null, correct: 0, answers: 0 });
           }
         }
         world.send(self, ENGINE, request);
@@ -81,17 +99,22 @@ export const teacherHandler =
       }
       case 'validated': {
         const offers: OfferedTask[] = [];
-        for (const { requestId, validation } of message.results) {
-          const p = proposal(requestId);
-          if (validation.valid) {
-            p.task = validation.task;
+        for (const result of message.results) {
+          const p = proposal(result.requestId);
+          if (result.fault !== undefined) p.fault = result.fault;
+          else if (result.validation.valid && config.domain.solvePrompt(result.validation.task).length > config.promptCharacters) {
+            p.invalidReason = `too-long: the task's prompt does not fit the model's context beside the answer (${config.promptCharacters} characters)`;
+          } else if (result.validation.valid) {
+            p.task = result.validation.task;
+            p.metrics = result.validation.metrics;
             offers.push({ taskId: p.requestId, teacher: self, task: p.task });
           } else {
-            p.invalidReason = validation.reason;
+            p.invalidReason = result.validation.reason;
           }
         }
         if (offers.length > 0) world.send(self, MATCHMAKER, { type: 'offers', offers });
-        return state;
+        const references = config.references > 0 ? [...state.references, ...offers.map((o) => o.task)].slice(-REFERENCE_BUFFER_LIMIT) : state.references;
+        return { ...state, references };
       }
       case 'outcomes': {
         for (const outcome of message.outcomes) {
@@ -102,23 +125,25 @@ export const teacherHandler =
         return state;
       }
       case 'learn': {
-        const samples: TrainingSample[] = state.proposals.map((p) => ({
+        const judged = state.proposals.filter((p) => p.fault === null);
+        const samples: TrainingSample[] = judged.map((p) => ({
           requestId: p.requestId,
           role: 'teacher',
           taskType: p.taskType,
           reward: teacherReward(p.task !== null, p.answers > 0 ? p.correct / p.answers : null, config.rewards),
         }));
-        world.send(self, ENGINE, { type: 'train', samples });
         const rewardMean = mean(samples.map((s) => s.reward));
-        world.send(self, POPULATION_MANAGER, { type: 'reward', member: self, rewardMean });
+        if (samples.length > 0) world.send(self, ENGINE, { type: 'train', samples });
+        if (samples.length > 0) world.send(self, POPULATION_MANAGER, { type: 'reward', member: self, rewardMean });
         world.report('teacher', {
           id: self,
           subpopulation: state.subpopulation,
-          proposals: state.proposals.length,
-          valid: state.proposals.filter((p) => p.task).length,
+          proposals: judged.length,
+          valid: judged.filter((p) => p.task).length,
+          faults: state.proposals.length - judged.length,
           rewardMean,
-          tasks: state.proposals.filter((p) => p.task).map((p) => ({ ...taskMetrics(p.task!), type: p.taskType, solveRate: p.answers > 0 ? p.correct / p.answers : null })),
-          invalidReasons: state.proposals.filter((p) => p.invalidReason).map((p) => p.invalidReason!.split(':')[0]),
+          tasks: judged.filter((p) => p.task).map((p) => ({ ...p.metrics!, type: p.taskType, solveRate: p.answers > 0 ? p.correct / p.answers : null })),
+          invalidReasons: judged.filter((p) => p.invalidReason).map((p) => p.invalidReason!.split(':')[0]),
         });
         return { ...state, proposals: [] };
       }

@@ -1,22 +1,25 @@
 // The verifier: validates teachers' proposals and checks students' answers. Its handler only queues the work;
-// at the step barrier the queued jobs run as one batch on the worker pool (src/domains/verifier-pool.ts) and the
-// verdicts come back as messages in request-id order (DESIGN.md rule 4).
+// at the step barrier the queued jobs run as one batch on the domain's worker pool (src/domains/*/verifier-pool.ts)
+// and the verdicts come back as messages in request-id order (DESIGN.md rule 4). A job whose worker failed twice
+// comes back as a fault, not a verdict (rule 5): the asker drops that proposal or answer and reports it.
 
-import type { ArithTask, ArithTaskType, AnswerCheck, Validation } from '../src/domains/arith/tasks.js';
-import type { VerifyJob, VerifyResult } from '../src/domains/verify-jobs.js';
-import type { VerifierPool } from '../src/domains/verifier-pool.js';
+import type { AnswerCheck, Task, TaskType, Validation, VerifierPool, VerifyJob, VerifyOutcome } from '../src/domains/domain.js';
 import type { Delivery, Handler, Service } from '../src/runtime/world.js';
 import { VERIFIER, groupBy } from './protocol.js';
 
 export type VerifierState = null;
 
 export type VerifierMessage =
-  | { type: 'validate'; replyTo: string; requests: Array<{ requestId: number; taskType: ArithTaskType; text: string }> }
-  | { type: 'check'; replyTo: string; requests: Array<{ task: ArithTask; answers: Array<{ requestId: number; answer: string }> }> };
+  | { type: 'validate'; replyTo: string; requests: Array<{ requestId: number; taskType: TaskType; text: string }> }
+  | { type: 'check'; replyTo: string; requests: Array<{ task: Task; answers: Array<{ requestId: number; answer: string }> }> };
+
+/** A verdict, or the fault that stopped one (a worker that crashed or hung twice). */
+export type Verdict<T> = { requestId: number; fault?: undefined } & T;
+export type Faulted = { requestId: number; fault: string };
 
 export type VerifierReply =
-  | { type: 'validated'; results: Array<{ requestId: number; validation: Validation }> }
-  | { type: 'checked'; results: Array<{ requestId: number; check: AnswerCheck }> };
+  | { type: 'validated'; results: Array<Verdict<{ validation: Validation }> | Faulted> }
+  | { type: 'checked'; results: Array<Verdict<{ check: AnswerCheck }> | Faulted> };
 
 type QueuedJob = { replyTo: string; requestId: number; job: VerifyJob };
 
@@ -42,11 +45,11 @@ export class VerifierService implements Service {
     const queued = this.queue.splice(0);
     const results = await this.pool.verify(queued.map((q) => q.job));
     const answered = queued.map((q, i) => ({ ...q, result: results[i]! }));
-    return [...groupBy(answered, (a) => `${a.result.kind} ${a.replyTo}`).values()].map((group) => {
-      const message: VerifierReply =
-        group[0]!.result.kind === 'validate'
-          ? { type: 'validated', results: group.map((a) => ({ requestId: a.requestId, validation: (a.result as Extract<VerifyResult, { kind: 'validate' }>).validation })) }
-          : { type: 'checked', results: group.map((a) => ({ requestId: a.requestId, check: (a.result as Extract<VerifyResult, { kind: 'check' }>).check })) };
+    return [...groupBy(answered, (a) => `${a.job.kind} ${a.replyTo}`).values()].map((group) => {
+      const item = ({ requestId, result }: { requestId: number; result: VerifyOutcome }) =>
+        result.kind === 'fault' ? { requestId, fault: result.detail } : result.kind === 'validate' ? { requestId, validation: result.validation } : { requestId, check: result.check };
+      const results = group.map(item);
+      const message = (group[0]!.job.kind === 'validate' ? { type: 'validated', results } : { type: 'checked', results }) as VerifierReply;
       return { requestId: group[0]!.requestId, to: group[0]!.replyTo, message };
     });
   }

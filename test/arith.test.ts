@@ -5,8 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { ExprError, evaluate, parseExpr, printExpr, signatureOf, sizeOf, depthOf, LIMITS, type BinaryOp, type Expr } from '../src/domains/arith/expr.js';
 import { isComplete, scan, tokenMask, type Format, type TokenTexts } from '../src/domains/arith/grammar.js';
 import { answerFormat, checkAnswer, proposalFormat, solvePrompt, taskMetrics, validateProposal, ARITH_TASK_TYPES } from '../src/domains/arith/tasks.js';
-import { VerifierPool } from '../src/domains/verifier-pool.js';
-import { verify, type VerifyJob } from '../src/domains/verify-jobs.js';
+import { ArithVerifierPool } from '../src/domains/arith/verifier-pool.js';
+import { verifyArith } from '../src/domains/arith/verify-jobs.js';
+import type { VerifyJob } from '../src/domains/domain.js';
 import { teacherReward } from '../actors/teacher.js';
 import { Streams } from '../src/runtime/streams.js';
 import { ARITH_ALPHABET, CHAR_SPECIALS } from '../src/model/tokenizer.js';
@@ -158,9 +159,9 @@ describe('arith tasks', () => {
       const v = validateProposal('deduce', text);
       if (v.valid) jobs.push({ kind: 'check', task: v.task, answer: String(rng.int(5)) });
     }
-    const expected = jobs.map(verify);
+    const expected = jobs.map(verifyArith);
     for (const workers of [1, 3]) {
-      const pool = new VerifierPool(workers);
+      const pool = new ArithVerifierPool(workers);
       try {
         expect(await pool.verify(jobs)).toEqual(expected);
       } finally {

@@ -10,6 +10,8 @@ import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } 
 import { runCommand } from './run-command.js';
 import { gradCommand } from './train-commands.js';
 import { replayCommand, runScenarioCommand } from './run-commands.js';
+import { verifyCommand } from './verify-command.js';
+import { DEFAULT_FUEL } from '../domains/python/executor.js';
 
 const integer = (name: string) => (value: string) => {
   const n = Number(value);
@@ -122,6 +124,16 @@ program
   .argument('<dir>', 'run folder')
   .addOption(verifierWorkersOption())
   .action(runCommand(replayCommand));
+program
+  .command('verify')
+  .description('run one code-domain task in the Python sandbox and print the verdict as JSON (valid, correct, reason, fuel)')
+  .requiredOption('--type <type>', 'code_o | code_i | code_f')
+  .requiredOption('--program <file>', 'Python source defining f')
+  .option('--input <args>', 'an argument list, e.g. "[1, 2], 3" (code_f: give it 4 or more times)', (value: string, previous: string[]) => [...previous, value], [] as string[])
+  .option('--output <value>', 'code_i: the output to reach (without --input); otherwise checked against the program\'s output')
+  .option('--answer <text>', 'a student\'s answer: code_o an output, code_i an input, code_f a program (@FILE reads a file)')
+  .option('--fuel <steps>', 'steps (lines and jumps) the program may take', integer('--fuel'), DEFAULT_FUEL)
+  .action(runCommand(verifyCommand));
 program
   .command('demo')
   .description('the quick start: a seeded tiny model serves a batch of requests through several LoRA adapters')

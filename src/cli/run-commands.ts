@@ -62,7 +62,9 @@ function printSummary(history: StepMetrics[], outDir: string, hash: string, even
     const values = history.map(f).filter((v): v is number => v !== null);
     return values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length;
   };
-  console.log(`\nover the ${history.length} steps of this invocation: solve rate ${percent(meanOf((m) => m.solveRate))}, teacher reward ${meanOf((m) => m.teacherReward)?.toFixed(2)}, validity ${percent(meanOf((m) => m.validity))}, task size ${meanOf((m) => m.taskSize)?.toFixed(1) ?? '-'}, coverage ${last.coverage} bins`);
+  console.log(`\nover the ${history.length} steps of this invocation: solve rate ${percent(meanOf((m) => m.solveRate))}, teacher reward ${meanOf((m) => m.teacherReward)?.toFixed(2)}, validity ${percent(meanOf((m) => m.validity))}, task size ${meanOf((m) => m.taskSize)?.toFixed(1) ?? '-'}, coverage ${last.coverage} bins${last.distinctPrograms === null ? '' : `, ${last.distinctPrograms} distinct programs`}`);
+  const faults = history.reduce((n, m) => n + m.verifierFaults, 0);
+  if (faults > 0) console.log(`verifier: ${faults} proposals or answers dropped as infrastructure faults (a worker crashed or hung twice); see metrics.jsonl`);
   console.log(`run folder: ${outDir}  (${events} events, run hash ${hash.slice(0, 16)}…)`);
 }
 

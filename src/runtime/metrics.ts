@@ -8,10 +8,11 @@ import type { Report } from './world.js';
 interface TeacherReport {
   id: string;
   subpopulation: number;
-  proposals: number;
+  proposals: number; // judged ones: faults excluded
   valid: number;
+  faults: number;
   rewardMean: number;
-  tasks: Array<{ type: string; size: number; depth: number; signature: string; solveRate: number | null }>;
+  tasks: Array<{ type: string; size: number; depth: number; signature: string; program?: string; solveRate: number | null }>;
   invalidReasons: string[];
 }
 
@@ -21,6 +22,7 @@ interface StudentReport {
   tasks: number;
   answers: number;
   correct: number;
+  faults: number;
 }
 
 export interface StepMetrics {
@@ -33,6 +35,8 @@ export interface StepMetrics {
   extremeSolveRateShare: number | null; // share of matched tasks solved by all or by none (no learning signal)
   coverage: number; // distinct bins seen up to this step
   newBins: number;
+  distinctPrograms: number | null; // python: distinct programs (normalised ASTs) among valid tasks up to this step
+  verifierFaults: number; // proposals and answers the verifier could not judge (infrastructure faults, dropped)
   trainLoss: number | null;
   subpopulations: Array<{ subpopulation: number; solveRate: number | null; teacherReward: number | null }>;
   members: Record<string, { rating: number; rewardMean?: number; solveRate?: number | null; validity?: number }>;
@@ -50,8 +54,12 @@ export function summarizeStep(step: number, reports: readonly Report[], coverage
   const students = of<StudentReport>('student');
   const ratings = of<Record<string, number>>('ratings').at(-1) ?? {};
   const tasks = teachers.flatMap((t) => t.tasks);
-  const before = coverage.size;
+  // One set holds both kinds of bins (it is what a checkpoint saves): coverage bins, and "program:" hashes.
+  const bins = (set: Set<string>) => [...set].filter((key) => !key.startsWith('program:')).length;
+  const before = bins(coverage);
   tasks.forEach((t) => coverage.add(t.signature));
+  tasks.forEach((t) => t.program && coverage.add(`program:${t.program}`));
+  const programs = coverage.size - bins(coverage);
   const matched = tasks.filter((t) => t.solveRate !== null);
   const members: StepMetrics['members'] = {};
   for (const t of teachers) members[t.id] = { rating: ratings[t.id] ?? 0, rewardMean: t.rewardMean, validity: t.proposals === 0 ? 0 : t.valid / t.proposals };
@@ -74,8 +82,10 @@ export function summarizeStep(step: number, reports: readonly Report[], coverage
     taskSize: meanOrNull(tasks.map((t) => t.size)),
     taskDepth: meanOrNull(tasks.map((t) => t.depth)),
     extremeSolveRateShare: ratio(matched.filter((t) => t.solveRate === 0 || t.solveRate === 1).length, matched.length),
-    coverage: coverage.size,
-    newBins: coverage.size - before,
+    coverage: bins(coverage),
+    newBins: bins(coverage) - before,
+    distinctPrograms: programs > 0 ? programs : null,
+    verifierFaults: [...teachers, ...students].reduce((n, m) => n + (m.faults ?? 0), 0),
     trainLoss: train?.loss ?? null,
     subpopulations,
     members,

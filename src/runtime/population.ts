@@ -10,15 +10,13 @@ import { adapterName, populationManagerHandler, type MemberRecord, type Populati
 import { studentHandler, type StudentState } from '../../actors/student.js';
 import { teacherHandler, type TeacherState } from '../../actors/teacher.js';
 import { VerifierService } from '../../actors/verifier.js';
-import { minimumTokens } from '../domains/arith/grammar.js';
-import { answerFormat, proposalFormat } from '../domains/arith/tasks.js';
-import type { VerifierPool } from '../domains/verifier-pool.js';
+import { DOMAINS, type VerifierPool } from '../domains/domain.js';
 import { loadModel, randomModel } from '../model/checkpoint.js';
 import { TINY_CONFIGS, type LlamaConfig } from '../model/config.js';
 import { LlamaModel } from '../model/llama.js';
 import { LoraBank } from '../model/lora-bank.js';
 import { randomAdapter, type LoraAdapter } from '../model/peft.js';
-import { ARITH_ALPHABET, charTokenizerJson, loadTokenizer, tokenizerConfigFor, tokenizerFromJson, type TextTokenizer } from '../model/tokenizer.js';
+import { charTokenizerJson, loadTokenizer, tokenizerConfigFor, tokenizerFromJson, type TextTokenizer } from '../model/tokenizer.js';
 import type { Scenario } from '../scenario/scenario.js';
 import { ScenarioError } from '../scenario/scenario.js';
 import { AdamW } from '../train/adamw.js';
@@ -58,20 +56,24 @@ export function buildModel(scenario: Scenario, backend: Backend, file: string): 
   if ('preset' in scenario.model) {
     const config = TINY_CONFIGS[scenario.model.preset];
     if (!config) throw new ScenarioError(`${file}: field "model.preset": unknown preset "${scenario.model.preset}" (one of ${Object.keys(TINY_CONFIGS).join(', ')})`);
-    const json = charTokenizerJson(ARITH_ALPHABET) as Record<string, unknown>;
+    const json = charTokenizerJson(DOMAINS[scenario.domain].alphabet) as Record<string, unknown>;
     const tokenizer = tokenizerFromJson(json, tokenizerConfigFor(json), `the ${scenario.model.preset} preset's character tokenizer`);
-    return { config, model: LlamaModel.upload(backend, config, randomModel(config, scenario.model.seed)), tokenizer };
+    // A preset grows to its domain: the vocabulary to its characters (Python's printable ASCII is more than
+    // arith's 64), the context to its prompts (a program and reference tasks, one token per character).
+    const domain = DOMAINS[scenario.domain];
+    const sized = { ...config, vocabSize: Math.max(config.vocabSize, Math.ceil(tokenizer.vocabSize / 32) * 32), maxPositionEmbeddings: Math.max(config.maxPositionEmbeddings, domain.presetContext) };
+    return { config: sized, model: LlamaModel.upload(backend, sized, randomModel(sized, scenario.model.seed)), tokenizer };
   }
   const { config, weights, tokenizerFile } = loadModel(scenario.model.path);
-  if (!tokenizerFile) throw new ScenarioError(`${file}: field "model.path": ${scenario.model.path} has no tokenizer.json, which the arith domain needs to write its tasks`);
+  if (!tokenizerFile) throw new ScenarioError(`${file}: field "model.path": ${scenario.model.path} has no tokenizer.json, which the ${scenario.domain} domain needs to write its tasks`);
   return { config, model: LlamaModel.upload(backend, config, weights, { storage: scenario.model.weights }), tokenizer: loadTokenizer(tokenizerFile) };
 }
 
-/** Refuses a token budget too small for the domain's longest format (the grammar mask could not finish it). */
+/** Refuses a token budget too small for the domain's shortest proposal (a grammar mask could not finish it). */
 export function checkTokenBudget(scenario: Scenario, file: string): void {
-  const needed = Math.max(...scenario.tasks.types.flatMap((type) => [minimumTokens(proposalFormat(type)), minimumTokens(answerFormat(type))]));
+  const needed = DOMAINS[scenario.domain].minimumTokens(scenario.tasks.types);
   if (scenario.sampling.maxTokens < needed) {
-    throw new ScenarioError(`${file}: field "sampling.maxTokens": ${scenario.sampling.maxTokens} tokens cannot hold the shortest ${scenario.tasks.types.join('/')} proposal; use at least ${needed} (24 or more leaves room for real expressions)`);
+    throw new ScenarioError(`${file}: field "sampling.maxTokens": ${scenario.sampling.maxTokens} tokens cannot hold the shortest ${scenario.tasks.types.join('/')} proposal; use at least ${needed} (${scenario.domain === 'arith' ? '24' : '256'} or more leaves room for real tasks)`);
   }
 }
 
@@ -101,7 +103,7 @@ export function buildSimulation(scenario: Scenario, parts: ModelParts, world: Wo
   const { sampling, rl } = scenario;
   const engine = new EngineService(
     { model: parts.model, bank, trainer, optimizer, tokenizer: parts.tokenizer },
-    { seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef } },
+    { domain: DOMAINS[scenario.domain], seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef } },
   );
   const verifier = new VerifierService(pool);
   world.actor(ENGINE, null, engine.handler);
@@ -110,10 +112,14 @@ export function buildSimulation(scenario: Scenario, parts: ModelParts, world: Wo
   world.service(wrap(verifier));
 
   const restored = <T>(name: string, initial: T): T => (states?.get(name) as T | undefined) ?? initial;
-  const teacherConfig = { taskTypes: scenario.tasks.types, perTeacher: scenario.tasks.perTeacher, rewards: scenario.rewards };
+  const domain = DOMAINS[scenario.domain];
+  const promptCharacters = parts.model.maxContext - sampling.maxTokens - 1; // one token per character at most, after a BOS
+  const shown = domain.seedReferences.length > 0 ? scenario.tasks.references : 0; // arith prompts show no references
+  const teacherConfig = { domain, taskTypes: scenario.tasks.types, perTeacher: scenario.tasks.perTeacher, references: shown, promptCharacters, rewards: scenario.rewards };
+  const references = shown > 0 ? [...domain.seedReferences] : [];
   for (const m of members) {
-    if (m.role === 'teacher') world.actor(m.id, restored<TeacherState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, proposals: [] }), teacherHandler(teacherConfig));
-    else world.actor(m.id, restored<StudentState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, assignments: [], answers: [] }), studentHandler({ answersPerTask: sampling.answersPerStudent }));
+    if (m.role === 'teacher') world.actor(m.id, restored<TeacherState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, proposals: [], references }), teacherHandler(teacherConfig));
+    else world.actor(m.id, restored<StudentState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, assignments: [], answers: [] }), studentHandler({ domain, answersPerTask: sampling.answersPerStudent }));
   }
   world.actor(MATCHMAKER, restored<MatchmakerState>(MATCHMAKER, { roster: [], offers: [] }), matchmakerHandler(scenario.matchmaking));
   const records: MemberRecord[] = members.map((m) => ({ ...m, adapter: adapterName(m.id, 0), generation: 0, rating: scenario.rating.initial, rewards: [] }));

@@ -19,7 +19,9 @@ import { MATCHMAKER, POPULATION_MANAGER, RUNTIME } from '../../actors/protocol.j
 import type { PopulationState } from '../../actors/population-manager.js';
 import type { Backend } from '../backend/backend.js';
 import { openBackend } from '../backend/select.js';
-import { VerifierPool } from '../domains/verifier-pool.js';
+import { ArithVerifierPool } from '../domains/arith/verifier-pool.js';
+import type { VerifierPool } from '../domains/domain.js';
+import { PythonVerifierPool } from '../domains/python/verifier-pool.js';
 import { writeJsonAtomically } from '../model/checkpoint.js';
 import { savePeftAdapter, type LoraAdapter } from '../model/peft.js';
 import type { Scenario } from '../scenario/scenario.js';
@@ -87,7 +89,8 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   const log = options.resume ? EventLog.continueFrom(join(dir, EVENTS_FILE), startStep) : new EventLog(join(dir, EVENTS_FILE));
   truncateMetrics(join(dir, 'metrics.jsonl'), startStep);
   const backend = options.backend ?? (await openBackend(scenario.backend));
-  const pool = new VerifierPool(options.verifierWorkers ?? 1);
+  const workers = options.verifierWorkers ?? 1;
+  const pool: VerifierPool = scenario.domain === 'python' ? new PythonVerifierPool(workers, { fuel: scenario.tasks.fuel }) : new ArithVerifierPool(workers);
   const world = new World(scenario.seed, log);
   let sim: Simulation | null = null;
   try {

@@ -4,10 +4,13 @@
 import { readFileSync } from 'node:fs';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
+import { ARITH_TASK_TYPES } from '../domains/arith/tasks.js';
+import { DOMAIN_NAMES, DOMAINS } from '../domains/domain.js';
+import { CODE_TASK_TYPES } from '../domains/python/tasks.js';
 import { LORA_MODULES } from '../model/peft.js';
 
 export const MATCHMAKING_POLICIES = ['self', 'within', 'cross', 'random', 'rating', 'pfsp'] as const;
-export const TASK_TYPES = ['deduce', 'abduce', 'induce'] as const;
+export const TASK_TYPES = [...ARITH_TASK_TYPES, ...CODE_TASK_TYPES] as const;
 
 const int = (min: number) => z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` });
 const positive = z.number({ error: 'expected a number' }).positive({ error: 'expected a positive number' });
@@ -27,7 +30,7 @@ export const scenarioSchema = z.strictObject({
   steps: int(1),
   backend: z.enum(['webgpu', 'cpu', 'auto']).default('auto'),
   model: modelSchema,
-  domain: z.enum(['arith'], { error: 'expected "arith" (the code domain is not wired in yet)' }).default('arith'),
+  domain: z.enum(DOMAIN_NAMES, { error: `expected one of ${DOMAIN_NAMES.join(', ')}` }).default('arith'),
   population: z.strictObject({
     subpopulations: int(1).default(1),
     teachers: int(1).default(1), // per sub-population
@@ -41,7 +44,9 @@ export const scenarioSchema = z.strictObject({
   }).prefault({}),
   tasks: z.strictObject({
     perTeacher: int(1).default(2), // proposals per teacher per task type per step
-    types: z.array(z.enum(TASK_TYPES)).min(1).default([...TASK_TYPES]),
+    types: z.array(z.enum(TASK_TYPES, { error: `expected one of ${TASK_TYPES.join(', ')}` })).min(1).optional(), // default: all of the domain's
+    references: int(0).default(3), // reference tasks in a teacher's prompt (domains that use them: python)
+    fuel: int(1000).default(100_000), // python: steps a program may take per run (lines and jumps)
   }).prefault({}),
   matchmaking: z.strictObject({
     policy: z.enum(MATCHMAKING_POLICIES, { error: `expected one of ${MATCHMAKING_POLICIES.join(', ')}` }).default('cross'),
@@ -83,7 +88,9 @@ export const scenarioSchema = z.strictObject({
   checkpointEvery: int(0).default(0), // save adapters every N steps (0: at the end only)
 });
 
-export type Scenario = z.infer<typeof scenarioSchema>;
+type ParsedScenario = z.infer<typeof scenarioSchema>;
+/** A scenario with its domain's defaults filled in. */
+export type Scenario = ParsedScenario & { tasks: ParsedScenario['tasks'] & { types: (typeof TASK_TYPES)[number][] } };
 
 export class ScenarioError extends Error {}
 
@@ -99,7 +106,11 @@ export function parseScenario(text: string, file: string): Scenario {
     const unknown = issue.code === 'unrecognized_keys' ? `: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}` : `: ${issue.message}`;
     throw new ScenarioError(`${file}: field "${field}"${unknown}`);
   }
-  const scenario = parsed.data;
+  const domain = DOMAINS[parsed.data.domain];
+  const types = parsed.data.tasks.types ?? [...domain.taskTypes];
+  const foreign = types.find((type) => !domain.taskTypes.includes(type));
+  if (foreign) throw new ScenarioError(`${file}: field "tasks.types": "${foreign}" is not a task type of the ${domain.name} domain (use ${domain.taskTypes.join(', ')})`);
+  const scenario: Scenario = { ...parsed.data, tasks: { ...parsed.data.tasks, types } };
   if (scenario.matchmaking.policy === 'self' && scenario.population.students !== scenario.population.teachers) {
     throw new ScenarioError(`${file}: field "population.students": under "self" every teacher solves its own tasks through a student twin that shares its adapter, so "students" must equal "teachers" (${scenario.population.teachers})`);
   }

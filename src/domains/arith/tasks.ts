@@ -6,6 +6,7 @@
 // Teachers' prompts are the type's marker alone. Every text uses only ARITH_ALPHABET's characters.
 
 import { evaluate, ExprError, depthOf, operatorsOf, parseExpr, printExpr, signatureOf, sizeOf, type Expr } from './expr.js';
+import type { AnswerCheck, TaskMetrics } from '../domain.js';
 import type { Format } from './grammar.js';
 
 export const ARITH_TASK_TYPES = ['deduce', 'abduce', 'induce'] as const;
@@ -19,18 +20,7 @@ export interface ArithTask {
   outputs: number[];
 }
 
-export interface TaskMetrics {
-  size: number; // AST nodes
-  depth: number;
-  operators: string[];
-  signature: string; // task type and expression shape: one coverage bin
-}
-
-export type Validation = { valid: true; task: ArithTask; fuelUsed: number } | { valid: false; reason: string };
-export interface AnswerCheck {
-  correct: boolean;
-  reason: string; // "correct", or why not
-}
+export type ArithValidation = { valid: true; task: ArithTask; fuelUsed: number } | { valid: false; reason: string };
 
 const INPUT_DIGITS = 3; // x in -999..999
 const VALUE_DIGITS = 6; // values within ±999999 (LIMITS.valueAbs)
@@ -50,15 +40,6 @@ export function proposalPrompt(type: ArithTaskType): string {
 export function proposalFormat(type: ArithTaskType): Format {
   if (type !== 'induce') return [expr, literal(';'), input];
   return [expr, literal(';'), input, ...Array.from({ length: INDUCE_PAIRS - 1 }, () => [literal(','), input]).flat()];
-}
-
-/** A format by name, as requests carry it: "proposal/deduce", "answer/induce", … */
-export type FormatName = `${'proposal' | 'answer'}/${ArithTaskType}`;
-
-export function formatByName(name: FormatName): Format {
-  const [kind, type] = name.split('/') as ['proposal' | 'answer', ArithTaskType];
-  if (!ARITH_TASK_TYPES.includes(type)) throw new RangeError(`no format named ${name}`);
-  return kind === 'proposal' ? proposalFormat(type) : answerFormat(type);
 }
 
 export function answerFormat(type: ArithTaskType): Format {
@@ -91,7 +72,7 @@ function evaluateAll(e: Expr, inputs: number[]): { outputs: number[]; fuelUsed: 
 }
 
 /** Validates a teacher's proposal text: parses, evaluates within the limits, distinct inputs for induce. */
-export function validateProposal(type: ArithTaskType, text: string): Validation {
+export function validateProposal(type: ArithTaskType, text: string): ArithValidation {
   try {
     const [exprText, inputText, ...rest] = text.split(';');
     if (inputText === undefined || rest.length > 0) return { valid: false, reason: `format: expected "EXPR;INPUTS", got ${JSON.stringify(text)}` };

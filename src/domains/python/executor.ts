@@ -1,0 +1,172 @@
+// One Python interpreter (Pyodide: CPython compiled to WebAssembly, shipped by the `pyodide` package, offline) with
+// the sandbox of sandbox.py loaded into it. A verifier worker holds one for its lifetime and runs every program of
+// its jobs in it; sandbox.py gives each run a fresh world and puts back what a program changed.
+//
+// This file adds the JavaScript side of the sandbox: Python's `js` module is an empty object (jsglobals), no host
+// folder is mounted, and the calls that could mount one or fetch packages are removed from the Pyodide API object
+// (reachable from Python as `pyodide_js` only through an escape of sandbox.py's layers, but then still closed).
+
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadPyodide, type PyodideAPI } from 'pyodide';
+
+/** Steps (LINE and JUMP events of the program's own code) one program may take on all its inputs together. */
+export const DEFAULT_FUEL = 100_000;
+
+/** Why a run did not give outputs. Every reason is a verdict on the program, reached by counting, never by time. */
+export type RunReason =
+  | 'syntax'
+  | 'no-function'
+  | 'forbidden-import'
+  | 'forbidden-builtin'
+  | 'forbidden-attribute'
+  | 'forbidden-syntax'
+  | 'bad-input'
+  | 'fuel'
+  | 'recursion'
+  | 'memory'
+  | 'output-too-large'
+  | 'not-literal'
+  | 'runtime-error';
+
+export interface ProgramMetrics {
+  nodes: number; // AST nodes
+  depth: number; // AST depth
+  cyclomatic: number; // 1 + branch points (if, loops, comprehension filters, boolean operators, handlers, cases)
+  hash: string; // of the normalised AST: two programs that differ only in layout or comments share it
+}
+
+export type RunResult =
+  | { ok: true; outputs: string[]; outputTypes: string[]; inputTypes: string[]; printed: string; fuel: number; metrics: ProgramMetrics }
+  | { ok: false; reason: RunReason; detail: string; fuel: number; metrics?: ProgramMetrics };
+
+export type CheckResult = { ok: true; metrics: ProgramMetrics } | { ok: false; reason: RunReason; detail: string };
+
+/**
+ * The most an interpreter's WebAssembly heap may grow to. Above it allocation fails with a MemoryError instead of
+ * taking the host's memory (sandbox.py's own limit, 64 MiB of Python allocations per run, is far below it).
+ */
+export const HEAP_CAP_BYTES = 512 << 20;
+
+/** The interpreter died (a WebAssembly stack overflow, an internal error): the worker holding it must be replaced. */
+export class SandboxCrash extends Error {}
+
+const SANDBOX_FILE = 'sandbox.py';
+
+/** sandbox.py sits beside this file's source (src/domains/python), also when this runs from dist/. */
+function sandboxSource(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  for (const dir of [here, here.replace(/\/dist\/src\//, '/src/')]) {
+    if (existsSync(join(dir, SANDBOX_FILE))) return readFileSync(join(dir, SANDBOX_FILE), 'utf8');
+  }
+  throw new Error(`${SANDBOX_FILE} is missing beside ${here} (the package is incomplete)`);
+}
+
+type PyCallable = ((...args: unknown[]) => string) & { destroy(): void };
+
+export class PythonExecutor {
+  private constructor(
+    private readonly pyodide: PyodideAPI,
+    private readonly entry: Record<'run' | 'check' | 'same_value' | 'perturb', PyCallable>,
+    private readonly stderr: string[],
+  ) {}
+
+  static async load(): Promise<PythonExecutor> {
+    const stderr: string[] = [];
+    const pyodide = await loadPyodide({
+      indexURL: dirname(createRequire(import.meta.url).resolve('pyodide')) + sep, // its own guess fails under bundlers (vitest)
+      jsglobals: {}, // Python's `js` module: nothing of the host
+      env: { PYTHONHASHSEED: '0', HOME: '/home/pyodide' }, // str hashes, so set orders, equal in every worker
+      stdout: () => {},
+      stderr: (line) => void (stderr.push(line), stderr.splice(0, stderr.length - 40)),
+    });
+    closeBackDoors(pyodide);
+    capHeap(pyodide);
+    pyodide.runPython(sandboxSource(), { filename: SANDBOX_FILE });
+    const get = (name: string) => pyodide.globals.get(name) as PyCallable;
+    return new PythonExecutor(pyodide, { run: get('run'), check: get('check'), same_value: get('same_value'), perturb: get('perturb') }, stderr);
+  }
+
+  /** Runs the program once per input (`'abc', [1, 2]` or `f('abc', [1, 2])`), each in a fresh world. */
+  run(program: string, inputs: readonly string[], fuel = DEFAULT_FUEL): RunResult {
+    const heap = cappedHeaps.get(heapOf(this.pyodide))!;
+    const refusedBefore = heap.refusedGrowths;
+    const result = JSON.parse(this.call('run', program, JSON.stringify(inputs), fuel)) as RunResult;
+    // Whether the heap could still grow depends on what earlier programs left: a program that met the cap is
+    // refused whatever it did with the MemoryError, so the verdict is the same in every worker.
+    if (result.ok && heap.refusedGrowths > refusedBefore) return { ok: false, reason: 'memory', detail: `the program reached the ${HEAP_CAP_BYTES >> 20} MiB heap cap`, fuel: result.fuel, metrics: result.metrics };
+    return result;
+  }
+
+  /** The static checks alone (syntax, imports, attributes, a function f) and the program's metrics. */
+  check(program: string): CheckResult {
+    return JSON.parse(this.call('check', program)) as CheckResult;
+  }
+
+  /** Whether two texts are Python literals of equal value. */
+  sameValue(a: string, b: string): boolean {
+    return JSON.parse(this.call('same_value', a, b)) as boolean;
+  }
+
+  /** Moves the allocator before a determinism re-run, so id()-ordered results would differ. */
+  perturb(seed: number): void {
+    this.call('perturb', seed);
+  }
+
+  private call(name: keyof PythonExecutor['entry'], ...args: unknown[]): string {
+    try {
+      return this.entry[name](...args);
+    } catch (error) {
+      const fatal = (error as { pyodide_fatal_error?: boolean }).pyodide_fatal_error === true || error instanceof RangeError;
+      if (fatal) throw new SandboxCrash(`the Python interpreter died in ${name}: ${(error as Error).message.split('\n')[0]} ${this.stderr.slice(-3).join(' | ')}`);
+      throw error; // a bug of sandbox.py itself: never a verdict
+    }
+  }
+
+  close(): void {
+    Object.values(this.entry).forEach((f) => f.destroy());
+    cappedHeaps.delete(heapOf(this.pyodide));
+  }
+
+  get heapBytes(): number {
+    return heapOf(this.pyodide).HEAP8.length;
+  }
+}
+
+type EmscriptenHeap = { HEAP8: Int8Array };
+const heapOf = (pyodide: PyodideAPI) => (pyodide as unknown as { _module: EmscriptenHeap })._module;
+
+// Pyodide does not hand out its WebAssembly.Memory, so the cap goes on Memory.prototype.grow, once per thread: a
+// memory is recognised by its buffer being the one a capped interpreter's heap views. Emscripten turns the thrown
+// error into a failed allocation (a MemoryError in Python).
+const cappedHeaps = new Map<EmscriptenHeap, { refusedGrowths: number }>();
+let growPatched = false;
+
+function capHeap(pyodide: PyodideAPI): void {
+  cappedHeaps.set(heapOf(pyodide), { refusedGrowths: 0 });
+  if (growPatched) return;
+  growPatched = true;
+  const grow = WebAssembly.Memory.prototype.grow;
+  WebAssembly.Memory.prototype.grow = function (this: WebAssembly.Memory, pages: number): number {
+    const capped = [...cappedHeaps].find(([heap]) => heap.HEAP8.buffer === this.buffer)?.[1];
+    if (capped && this.buffer.byteLength + pages * 65536 > HEAP_CAP_BYTES) {
+      capped.refusedGrowths++;
+      throw new RangeError(`the Python heap is capped at ${HEAP_CAP_BYTES >> 20} MiB`);
+    }
+    return grow.call(this, pages);
+  };
+}
+
+/** Removes what would reach the host file system or the network from the Pyodide API object. */
+function closeBackDoors(pyodide: PyodideAPI): void {
+  const fs = pyodide.FS as { filesystems: Record<string, unknown> };
+  for (const name of Object.keys(fs.filesystems)) if (name !== 'MEMFS') delete fs.filesystems[name];
+  const api = pyodide as unknown as Record<string, unknown>;
+  for (const name of ['mountNodeFS', 'mountNativeFS', 'loadPackage', 'loadPackagesFromImports', 'unpackArchive', 'registerJsModule']) {
+    api[name] = () => {
+      throw new Error(`${name} is closed in the verifier's sandbox`);
+    };
+  }
+}

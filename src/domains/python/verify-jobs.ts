@@ -1,0 +1,11 @@
+// The code domain's verifier work, as plain data that crosses to worker threads: validate a teacher's proposal
+// (run twice, tasks.ts) or check a student's answer.
+
+import type { VerifyJob, VerifyOutcome } from '../domain.js';
+import type { PythonExecutor } from './executor.js';
+import { checkAnswer, validateProposal, type CodeTask, type CodeTaskType } from './tasks.js';
+
+export function verifyCode(python: PythonExecutor, job: VerifyJob, fuel: number): VerifyOutcome {
+  if (job.kind === 'check') return { kind: 'check', check: checkAnswer(python, job.task as CodeTask, job.answer, fuel) };
+  return { kind: 'validate', validation: validateProposal(python, job.taskType as CodeTaskType, job.text, fuel) };
+}
