@@ -124,6 +124,37 @@ describe('a self-play run', () => {
     expect(readFileSync(join(outDir, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(1); // step 0 was complete
   });
 
+  it('drops a proposal and an answer the verifier could not judge (faults): counted, neither rewarded nor penalised', async () => {
+    const faulted: number[] = [];
+    const faulty = (service: Service): Service =>
+      service.name !== 'verifier'
+        ? service
+        : {
+            ...service,
+            hasPending: () => service.hasPending(),
+            flush: async (world) => {
+              const deliveries = await service.flush(world);
+              for (const kind of ['validated', 'checked']) {
+                const first = deliveries.find((d) => d.message.type === kind);
+                if (world.step !== 0 || !first || faulted.length >= 2 || (kind === 'checked') !== (faulted.length === 1)) continue;
+                const results = (first.message as unknown as { results: Array<{ requestId: number }> }).results;
+                faulted.push(results[0]!.requestId);
+                results[0] = { requestId: results[0]!.requestId, fault: 'infrastructure fault: injected by the test' } as (typeof results)[number];
+              }
+              return deliveries;
+            },
+          };
+    const result = await run(scenarioOf(), { wrapService: faulty });
+    expect(faulted).toHaveLength(2);
+    const [step0] = readFileSync(join(result.outDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as StepMetrics);
+    expect(step0!.verifierFaults).toBe(2);
+    const trained = readEventLog(join(result.outDir, 'events.msgpack'))
+      .events.filter((e) => e.type === 'train' && e.step === 0)
+      .flatMap((e) => (e.payload as { message: { samples: Array<{ requestId: number }> } }).message.samples.map((sample) => sample.requestId));
+    expect(trained.length).toBeGreaterThan(0);
+    for (const id of faulted) expect(trained).not.toContain(id);
+  });
+
   it('refuses a token budget too small for the domain, naming the field', async () => {
     const scenario = scenarioOf();
     await expect(run({ ...scenario, sampling: { ...scenario.sampling, maxTokens: 8 } })).rejects.toThrow(/field "sampling.maxTokens": 8 tokens cannot hold/);
