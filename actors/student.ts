@@ -92,7 +92,13 @@ export const studentHandler =
         if (samples.length > 0) world.send(self, ENGINE, { type: 'train', samples });
         const rewardMean = mean(samples.map((s) => s.reward));
         if (samples.length > 0) world.send(self, POPULATION_MANAGER, { type: 'reward', member: self, rewardMean });
-        world.report('student', { id: self, subpopulation: state.subpopulation, tasks: state.assignments.length, answers: samples.length, correct: samples.filter((s) => s.reward === 1).length, faults: state.answers.length - samples.length });
+        const byTeacher: Record<string, { correct: number; answers: number }> = {};
+        for (const a of state.answers.filter((b) => !b.fault)) {
+          const tally = (byTeacher[assignment(a.taskId).teacher] ??= { correct: 0, answers: 0 });
+          tally.answers++;
+          if (a.correct) tally.correct++;
+        }
+        world.report('student', { id: self, subpopulation: state.subpopulation, tasks: state.assignments.length, answers: samples.length, correct: samples.filter((s) => s.reward === 1).length, faults: state.answers.length - samples.length, byTeacher });
         return { ...state, assignments: [], answers: [] };
       }
     }

@@ -9,6 +9,7 @@ import { crossoverCommand, mutateCommand } from './evolve-commands.js';
 import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } from './model-commands.js';
 import { runCommand } from './run-command.js';
 import { gradCommand } from './train-commands.js';
+import { compareCommand, exportCommand, reportCommand } from './report-commands.js';
 import { replayCommand, runScenarioCommand } from './run-commands.js';
 import { verifyCommand } from './verify-command.js';
 import { DEFAULT_FUEL } from '../domains/python/executor.js';
@@ -124,6 +125,25 @@ program
   .argument('<dir>', 'run folder')
   .addOption(verifierWorkersOption())
   .action(runCommand(replayCommand));
+program
+  .command('report')
+  .description('write a run\'s report.html: plots over steps, the matchmaking matrix, the lineage tree (opens offline)')
+  .argument('<dir>', 'run folder')
+  .option('--out <file>', 'report file (default: DIR/report.html)')
+  .action(runCommand(reportCommand));
+program
+  .command('compare')
+  .description('several runs on the same axes in one report, and a table of final and mean metrics')
+  .argument('<dirs...>', 'run folders')
+  .option('--out <file>', 'report file', 'compare.html')
+  .action(runCommand(compareCommand));
+program
+  .command('export')
+  .description('every member\'s adapter at a checkpoint, in PEFT layout, with population.json (role, sub-population, rating, lineage)')
+  .argument('<dir>', 'run folder')
+  .option('--step <n>', 'checkpoint step (default: the last)', integer('--step'))
+  .requiredOption('--out <dir>', 'output folder (new or empty)')
+  .action(runCommand(exportCommand));
 program
   .command('verify')
   .description('run one code-domain task in the Python sandbox and print the verdict as JSON (valid, correct, reason, fuel)')

@@ -4,6 +4,7 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
 import cliProgress from 'cli-progress';
+import { loadRun, writeReport } from '../report/report.js';
 import { loadScenario, parseScenario } from '../scenario/scenario.js';
 import type { StepMetrics } from '../runtime/metrics.js';
 import { describeEvent, replayRun } from '../runtime/replay.js';
@@ -44,6 +45,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
     });
     bar.stop();
     printSummary(history, result.outDir, result.hash, result.events);
+    console.log(`report: ${writeReport([loadRun(result.outDir)], join(result.outDir, 'report.html'))}`);
   } catch (error) {
     bar.stop();
     throw error;

@@ -23,6 +23,7 @@ interface StudentReport {
   answers: number;
   correct: number;
   faults: number;
+  byTeacher: Record<string, { correct: number; answers: number }>;
 }
 
 export interface StepMetrics {
@@ -40,7 +41,7 @@ export interface StepMetrics {
   trainLoss: number | null;
   subpopulations: Array<{ subpopulation: number; solveRate: number | null; teacherReward: number | null }>;
   members: Record<string, { rating: number; rewardMean?: number; solveRate?: number | null; validity?: number }>;
-  matches: Array<{ teacher: string; student: string; tasks: number }>;
+  matches: Array<{ teacher: string; student: string; tasks: number; correct: number; answers: number }>; // who met whom, how it went
   invalidReasons: Record<string, number>;
   evolution: unknown[];
 }
@@ -89,7 +90,11 @@ export function summarizeStep(step: number, reports: readonly Report[], coverage
     trainLoss: train?.loss ?? null,
     subpopulations,
     members,
-    matches: [...pairCounts].map(([key, tasks]) => ({ teacher: key.split(' ')[0]!, student: key.split(' ')[1]!, tasks })),
+    matches: [...pairCounts].map(([key, tasks]) => {
+      const [teacher, student] = key.split(' ') as [string, string];
+      const tally = students.find((s) => s.id === student)?.byTeacher[teacher] ?? { correct: 0, answers: 0 };
+      return { teacher, student, tasks, ...tally };
+    }),
     invalidReasons,
     evolution: of<unknown[]>('evolution').flat(),
   };

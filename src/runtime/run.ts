@@ -52,7 +52,7 @@ export interface RunResult {
   outDir: string;
 }
 
-interface CheckpointState {
+export interface CheckpointState {
   step: number; // steps completed
   requestIdCounter: number;
   actorStates: Array<[string, unknown]>;
@@ -64,14 +64,22 @@ interface CheckpointState {
 const packr = new Packr({ useRecords: false, moreTypes: true });
 export const EVENTS_FILE = 'events.msgpack';
 
+/** The saved state of a checkpoint folder (checkpoints/step-N). */
+export function readCheckpointState(checkpointDir: string): CheckpointState {
+  return packr.unpack(readFileSync(join(checkpointDir, 'state.msgpack'))) as CheckpointState;
+}
+
+/** The steps of the complete checkpoints of a run, ascending. */
+export function checkpointSteps(dir: string): number[] {
+  const root = join(dir, 'checkpoints');
+  if (!existsSync(root)) return [];
+  return readdirSync(root).map((name) => /^step-(\d+)$/.exec(name)).filter((m) => m && existsSync(join(root, m[0], 'state.msgpack'))).map((m) => Number(m![1])).sort((a, b) => a - b);
+}
+
 /** The newest checkpoint folder with a complete state, or null. */
 export function latestCheckpoint(dir: string): { step: number; dir: string } | null {
-  const root = join(dir, 'checkpoints');
-  if (!existsSync(root)) return null;
-  const steps = readdirSync(root).map((name) => /^step-(\d+)$/.exec(name)).filter((m) => m && existsSync(join(root, m[0], 'state.msgpack'))).map((m) => Number(m![1]));
-  if (steps.length === 0) return null;
-  const step = Math.max(...steps);
-  return { step, dir: join(root, `step-${step}`) };
+  const step = checkpointSteps(dir).at(-1);
+  return step === undefined ? null : { step, dir: join(dir, 'checkpoints', `step-${step}`) };
 }
 
 export async function runScenario(scenario: Scenario, options: RunOptions): Promise<RunResult> {
@@ -84,7 +92,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   mkdirSync(dir, { recursive: true });
   if (!options.resume) writeJsonAtomically(join(dir, 'scenario.json'), scenario);
 
-  const saved = resumeFrom ? (packr.unpack(readFileSync(join(resumeFrom.dir, 'state.msgpack'))) as CheckpointState) : null;
+  const saved = resumeFrom ? readCheckpointState(resumeFrom.dir) : null;
   const startStep = saved?.step ?? 0;
   const log = options.resume ? EventLog.continueFrom(join(dir, EVENTS_FILE), startStep) : new EventLog(join(dir, EVENTS_FILE));
   truncateMetrics(join(dir, 'metrics.jsonl'), startStep);
