@@ -9,6 +9,7 @@ import { crossoverCommand, mutateCommand } from './evolve-commands.js';
 import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } from './model-commands.js';
 import { runCommand } from './run-command.js';
 import { gradCommand } from './train-commands.js';
+import { pretrainCommand } from './pretrain-command.js';
 import { compareCommand, exportCommand, reportCommand } from './report-commands.js';
 import { replayCommand, runScenarioCommand } from './run-commands.js';
 import { verifyCommand } from './verify-command.js';
@@ -125,6 +126,12 @@ program
   .argument('<dir>', 'run folder')
   .addOption(verifierWorkersOption())
   .action(runCommand(replayCommand));
+program
+  .command('pretrain')
+  .description('train a tiny base model from scratch on the toy domain\'s text; writes it in Hugging Face layout with its loss curve')
+  .argument('<scenario>', 'pretraining scenario, e.g. scenarios/pretrain/arith-tiny.yaml')
+  .option('--out <dir>', 'model folder (default: the scenario\'s "out")')
+  .action(runCommand(pretrainCommand));
 program
   .command('report')
   .description('write a run\'s report.html: plots over steps, the matchmaking matrix, the lineage tree (opens offline)')

@@ -103,6 +103,22 @@ export function loadModel(dir: string): { config: LlamaConfig; weights: ModelWei
     return { data: t.decode(), shape };
   };
   rejectUnsupportedBiases(stored);
+  const weights = assembleWeights(config, take, stored.get('model.layers.0.self_attn.q_proj.weight')!.dtype);
+  const tokenizerFile = join(dir, 'tokenizer.json');
+  return { config, weights, tokenizerFile: existsSync(tokenizerFile) ? tokenizerFile : null };
+}
+
+/** Weights by Hugging Face tensor name (e.g. read back from a trainer) as the model's structure. */
+export function weightsFromNamed(config: LlamaConfig, named: ReadonlyMap<string, Float32Array>): ModelWeights {
+  const take = (name: string, shape: number[]): HostTensor => {
+    const data = named.get(name);
+    if (!data || data.length !== shape.reduce((a, b) => a * b, 1)) throw new ModelFormatError(`tensor "${name}" is missing or not of shape [${shape.join(', ')}]`);
+    return { data, shape };
+  };
+  return assembleWeights(config, take, 'F32');
+}
+
+function assembleWeights(config: LlamaConfig, take: (name: string, shape: number[]) => HostTensor, storedDType: StoredDType): ModelWeights {
   const shapes = expectedShapes(config);
   const layers = Array.from({ length: config.numLayers }, (_, l) => {
     const layer: Partial<LayerWeights> = {};
@@ -112,16 +128,14 @@ export function loadModel(dir: string): { config: LlamaConfig; weights: ModelWei
     }
     return layer as LayerWeights;
   });
-  const weights: ModelWeights = {
+  return {
     embedTokens: take('model.embed_tokens.weight', shapes.get('model.embed_tokens.weight')!),
     layers,
     norm: take('model.norm.weight', [config.hiddenSize]),
     // A tied model that ships lm_head.weight anyway: transformers ties it to the embedding and ignores it; so do we.
     ...(!config.tieWordEmbeddings && { lmHead: take('lm_head.weight', [config.vocabSize, config.hiddenSize]) }),
-    storedDType: stored.get('model.layers.0.self_attn.q_proj.weight')!.dtype,
+    storedDType,
   };
-  const tokenizerFile = join(dir, 'tokenizer.json');
-  return { config, weights, tokenizerFile: existsSync(tokenizerFile) ? tokenizerFile : null };
 }
 
 /**

@@ -101,3 +101,24 @@ export function summaryRows(runs: readonly RunData[]): Array<Record<string, stri
     };
   });
 }
+
+/** A pretraining run's loss curve (and held-out solve rate) as one self-contained page. */
+export function writeLossCurve(file: string, title: string, losses: readonly number[], evaluations: ReadonlyArray<{ step: number; heldOutSolveRate: number }>): void {
+  const steps = losses.map((_, i) => i + 1);
+  const solve = steps.map((step) => evaluations.find((e) => e.step === step)?.heldOutSolveRate ?? null);
+  const data = embedJson([steps, losses, solve]);
+  const html = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<style>${uplotFile('uPlot.min.css')}${STYLE}</style>
+<script>${uplotFile('uPlot.iife.min.js')}</script>
+</head><body><h1>${escapeHtml(title)}</h1><div id="chart" class="chart"></div>
+<script>
+const data = ${data};
+new uPlot({ width: 800, height: 360, scales: { x: { time: false }, solve: { range: [0, 1] } },
+  axes: [{ label: 'step' }, { label: 'cross-entropy (nats/token)' }, { side: 1, scale: 'solve', label: 'held-out deduce solve rate', grid: { show: false } }],
+  series: [{ label: 'step' }, { label: 'training loss', stroke: '#1f77b4', width: 1 }, { label: 'held-out solve rate', stroke: '#d62728', scale: 'solve', spanGaps: true, points: { show: true } }] },
+  data, document.getElementById('chart'));
+</script></body></html>
+`;
+  writeFileSync(file, html);
+}

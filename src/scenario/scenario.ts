@@ -94,23 +94,28 @@ export type Scenario = ParsedScenario & { tasks: ParsedScenario['tasks'] & { typ
 
 export class ScenarioError extends Error {}
 
-/** Parses and validates scenario text; `file` names it in errors. */
-export function parseScenario(text: string, file: string): Scenario {
+/** Parses YAML text and validates it with a schema; errors name `file`, the field and what was expected. */
+export function parseYamlWith<T extends z.ZodType>(schema: T, text: string, file: string): z.infer<T> {
   const document = parseDocument(text, { prettyErrors: true });
   if (document.errors.length > 0) throw new ScenarioError(`${file}: not valid YAML: ${document.errors[0]!.message}`);
-  const json: unknown = document.toJS();
-  const parsed = scenarioSchema.safeParse(json);
+  const parsed = schema.safeParse(document.toJS());
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const field = issue.path.map((k) => (typeof k === 'number' ? `[${k}]` : `.${String(k)}`)).join('').replace(/^\./, '') || '(top level)';
     const unknown = issue.code === 'unrecognized_keys' ? `: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}` : `: ${issue.message}`;
     throw new ScenarioError(`${file}: field "${field}"${unknown}`);
   }
-  const domain = DOMAINS[parsed.data.domain];
-  const types = parsed.data.tasks.types ?? [...domain.taskTypes];
+  return parsed.data;
+}
+
+/** Parses and validates scenario text; `file` names it in errors. */
+export function parseScenario(text: string, file: string): Scenario {
+  const parsed = parseYamlWith(scenarioSchema, text, file);
+  const domain = DOMAINS[parsed.domain];
+  const types = parsed.tasks.types ?? [...domain.taskTypes];
   const foreign = types.find((type) => !domain.taskTypes.includes(type));
   if (foreign) throw new ScenarioError(`${file}: field "tasks.types": "${foreign}" is not a task type of the ${domain.name} domain (use ${domain.taskTypes.join(', ')})`);
-  const scenario: Scenario = { ...parsed.data, tasks: { ...parsed.data.tasks, types } };
+  const scenario: Scenario = { ...parsed, tasks: { ...parsed.tasks, types } };
   if (scenario.matchmaking.policy === 'self' && scenario.population.students !== scenario.population.teachers) {
     throw new ScenarioError(`${file}: field "population.students": under "self" every teacher solves its own tasks through a student twin that shares its adapter, so "students" must equal "teachers" (${scenario.population.teachers})`);
   }
