@@ -8,8 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { readEventLog } from '../src/runtime/event-log.js';
 import type { StepMetrics } from '../src/runtime/metrics.js';
 import { runScenario } from '../src/runtime/run.js';
-import type { Service } from '../src/runtime/world.js';
 import { parseScenario } from '../src/scenario/scenario.js';
+import { editDeliveries, resultsOf } from './edit-deliveries.js';
 
 const scenario = parseScenario(
   `
@@ -33,24 +33,15 @@ const fence = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
  * A random tiny model writes no Python; this engine wrapper replaces the text of every proposal (a reply whose
  * prompt asked for a new task) with a small valid one, keyed by request id, so the whole path runs.
  */
-const scriptedProposals = (service: Service): Service =>
-  service.name !== 'engine'
-    ? service
-    : {
-        ...service,
-        hasPending: () => service.hasPending(),
-        flush: async (world) => {
-          const deliveries = await service.flush(world);
-          for (const d of deliveries) {
-            if (d.message.type !== 'generated' || !d.to.startsWith('teacher')) continue;
-            for (const result of (d.message as unknown as { results: Array<{ requestId: number; text: string }> }).results) {
-              const k = result.requestId % 5;
-              result.text = [fence('python', `def f(x):\n    return [x * ${k}, x % ${k + 2}]`), ...[1, 2, 3, 4].map((x) => fence('input', String(x + k)))].join('\n');
-            }
-          }
-          return deliveries;
-        },
-      };
+const scriptedProposals = editDeliveries('engine', (deliveries) => {
+  for (const d of deliveries) {
+    if (d.message.type !== 'generated' || !d.to.startsWith('teacher')) continue;
+    for (const result of resultsOf<{ requestId: number; text: string }>(d)) {
+      const k = result.requestId % 5;
+      result.text = [fence('python', `def f(x):\n    return [x * ${k}, x % ${k + 2}]`), ...[1, 2, 3, 4].map((x) => fence('input', String(x + k)))].join('\n');
+    }
+  }
+});
 
 const fresh = () => mkdtempSync(join(tmpdir(), 'populora-code-'));
 

@@ -10,7 +10,7 @@ import { replayRun } from '../src/runtime/replay.js';
 import { runScenario } from '../src/runtime/run.js';
 import { parseScenario, type Scenario } from '../src/scenario/scenario.js';
 import type { StepMetrics } from '../src/runtime/metrics.js';
-import type { Service } from '../src/runtime/world.js';
+import { editDeliveries, resultsOf } from './edit-deliveries.js';
 
 const base = `
 name: test
@@ -103,18 +103,9 @@ describe('a self-play run', () => {
 
   it('stops at a failing actor, naming it, its step and message, with every event up to the failure on disk', async () => {
     // A verifier that answers for a proposal nobody made: the teacher's handler throws on it in step 1.
-    const corrupt = (service: Service): Service =>
-      service.name !== 'verifier'
-        ? service
-        : {
-            ...service,
-            hasPending: () => service.hasPending(),
-            flush: async (world) => {
-              const deliveries = await service.flush(world);
-              if (world.step === 1) for (const d of deliveries) if (d.message.type === 'validated') (d.message as unknown as { results: Array<{ requestId: number }> }).results[0]!.requestId = 99999;
-              return deliveries;
-            },
-          };
+    const corrupt = editDeliveries('verifier', (deliveries, world) => {
+      if (world.step === 1) for (const d of deliveries) if (d.message.type === 'validated') resultsOf(d)[0]!.requestId = 99999;
+    });
     const outDir = fresh();
     await expect(runScenario({ ...scenarioOf(), steps: 3 }, { outDir, wrapService: corrupt })).rejects.toThrow(/^actor teacher-\d-0 failed at step 1 on message "validated": no proposal with request id 99999$/);
     const { events, tornTailBytes } = readEventLog(join(outDir, 'events.msgpack'));
@@ -126,24 +117,15 @@ describe('a self-play run', () => {
 
   it('drops a proposal and an answer the verifier could not judge (faults): counted, neither rewarded nor penalised', async () => {
     const faulted: number[] = [];
-    const faulty = (service: Service): Service =>
-      service.name !== 'verifier'
-        ? service
-        : {
-            ...service,
-            hasPending: () => service.hasPending(),
-            flush: async (world) => {
-              const deliveries = await service.flush(world);
-              for (const kind of ['validated', 'checked']) {
-                const first = deliveries.find((d) => d.message.type === kind);
-                if (world.step !== 0 || !first || faulted.length >= 2 || (kind === 'checked') !== (faulted.length === 1)) continue;
-                const results = (first.message as unknown as { results: Array<{ requestId: number }> }).results;
-                faulted.push(results[0]!.requestId);
-                results[0] = { requestId: results[0]!.requestId, fault: 'infrastructure fault: injected by the test' } as (typeof results)[number];
-              }
-              return deliveries;
-            },
-          };
+    const faulty = editDeliveries('verifier', (deliveries, world) => {
+      for (const kind of ['validated', 'checked']) {
+        const first = deliveries.find((d) => d.message.type === kind);
+        if (world.step !== 0 || !first || faulted.length >= 2 || (kind === 'checked') !== (faulted.length === 1)) continue;
+        const results = resultsOf<{ requestId: number; fault?: string }>(first);
+        faulted.push(results[0]!.requestId);
+        results[0] = { requestId: results[0]!.requestId, fault: 'infrastructure fault: injected by the test' };
+      }
+    });
     const result = await run(scenarioOf(), { wrapService: faulty });
     expect(faulted).toHaveLength(2);
     const [step0] = readFileSync(join(result.outDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as StepMetrics);

@@ -31,8 +31,8 @@ export function renderPage(runs: PageRun[]): void {
       return;
     }
     const options = {
-      width: 560,
-      height: 260,
+      width: 540,
+      height: 240,
       scales: { x: { time: false } },
       axes: [{ label: 'step', incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] }, {}],
       series: [{ label: 'step' }, ...series.map(([label], i) => ({ label, stroke: palette[i % palette.length], width: 1.5, points: { show: steps.length < 40 }, spanGaps: true }))],
@@ -45,7 +45,16 @@ export function renderPage(runs: PageRun[]): void {
   // Compared runs may have different step counts: every series is laid on the longest run's steps.
   const longest = runs.reduce((a, b) => (b.steps.length > a.steps.length ? b : a));
   const aligned = (run: PageRun, get: (m: any) => number | null | undefined) => stepsOf(longest).map((step) => get(run.steps.find((m) => m.step === step)) ?? null);
-  const perRun = (title: string, get: (m: any) => number | null | undefined, note = '') => chart(title, stepsOf(longest), runs.map((run) => [run.name, aligned(run, get)]), note);
+  // Long runs are compared through a trailing mean (one step of self-play is noisy); short ones as they are.
+  const window = longest.steps.length >= 30 ? Math.round(longest.steps.length / 10) : 1;
+  const trailingMean = (values: Array<number | null>) =>
+    values.map((_, i) => {
+      const present = values.slice(Math.max(0, i - window + 1), i + 1).filter((v): v is number => v !== null);
+      return present.length === 0 ? null : present.reduce((a, b) => a + b, 0) / present.length;
+    });
+  const smoothing = window > 1 ? `trailing mean over ${window} steps` : '';
+  const perRun = (title: string, get: (m: any) => number | null | undefined, note = '') =>
+    chart(title, stepsOf(longest), runs.map((run) => [run.name, trailingMean(aligned(run, get))]), [note, smoothing].filter(Boolean).join('; '));
 
   if (compare) {
     perRun('Student solve rate', (m) => m?.solveRate);

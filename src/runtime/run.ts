@@ -123,7 +123,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       world.endStep();
       stepsRun++;
       const done = step + 1;
-      if (done === scenario.steps || (scenario.checkpointEvery > 0 && done % scenario.checkpointEvery === 0)) await saveCheckpoint(dir, done, world, sim, coverage);
+      if (done === scenario.steps || (scenario.checkpointEvery > 0 && done % scenario.checkpointEvery === 0)) await saveCheckpoint(dir, done, world, sim, coverage, 'path' in scenario.model ? scenario.model.path : null);
       options.onStep?.(last);
     }
     log.flush();
@@ -156,13 +156,14 @@ async function runStep(world: World, sim: Simulation): Promise<void> {
   await world.barrier();
 }
 
-async function saveCheckpoint(dir: string, step: number, world: World, sim: Simulation, coverage: Set<string>): Promise<void> {
+/** `baseModel`: the model folder the adapters were trained on, as the scenario names it (PEFT's base_model_name_or_path). */
+async function saveCheckpoint(dir: string, step: number, world: World, sim: Simulation, coverage: Set<string>, baseModel: string | null): Promise<void> {
   const target = join(dir, 'checkpoints', `step-${step}`);
   const staging = `${target}.partial`;
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
   const adapters = await Promise.all(Array.from({ length: sim.bank.capacity }, (_, slot) => sim.bank.read(slot)));
-  for (const m of sim.members) savePeftAdapter(join(staging, m.id), adapters[m.slot]!);
+  for (const m of sim.members) savePeftAdapter(join(staging, m.id), { ...adapters[m.slot]!, baseModel });
   const state: CheckpointState = { step, requestIdCounter: world.requestIdCounter, actorStates: [...world.actorStates()], adapters, optimizer: await sim.optimizer.exportState(), coverage: [...coverage].sort() };
   writeFileSync(join(staging, 'state.msgpack'), packr.pack(state));
   rmSync(target, { recursive: true, force: true });
