@@ -103,7 +103,7 @@ export function loadModel(dir: string): { config: LlamaConfig; weights: ModelWei
     return { data: t.decode(), shape };
   };
   rejectUnsupportedBiases(stored);
-  const weights = assembleWeights(config, take, stored.get('model.layers.0.self_attn.q_proj.weight')!.dtype);
+  const weights = { ...assembleWeights(config, take), storedDType: stored.get('model.layers.0.self_attn.q_proj.weight')!.dtype }; // after take() found every tensor
   const tokenizerFile = join(dir, 'tokenizer.json');
   return { config, weights, tokenizerFile: existsSync(tokenizerFile) ? tokenizerFile : null };
 }
@@ -115,10 +115,10 @@ export function weightsFromNamed(config: LlamaConfig, named: ReadonlyMap<string,
     if (!data || data.length !== shape.reduce((a, b) => a * b, 1)) throw new ModelFormatError(`tensor "${name}" is missing or not of shape [${shape.join(', ')}]`);
     return { data, shape };
   };
-  return assembleWeights(config, take, 'F32');
+  return { ...assembleWeights(config, take), storedDType: 'F32' };
 }
 
-function assembleWeights(config: LlamaConfig, take: (name: string, shape: number[]) => HostTensor, storedDType: StoredDType): ModelWeights {
+function assembleWeights(config: LlamaConfig, take: (name: string, shape: number[]) => HostTensor): Omit<ModelWeights, 'storedDType'> {
   const shapes = expectedShapes(config);
   const layers = Array.from({ length: config.numLayers }, (_, l) => {
     const layer: Partial<LayerWeights> = {};
@@ -134,7 +134,6 @@ function assembleWeights(config: LlamaConfig, take: (name: string, shape: number
     norm: take('model.norm.weight', [config.hiddenSize]),
     // A tied model that ships lm_head.weight anyway: transformers ties it to the embedding and ignores it; so do we.
     ...(!config.tieWordEmbeddings && { lmHead: take('lm_head.weight', [config.vocabSize, config.hiddenSize]) }),
-    storedDType,
   };
 }
 
