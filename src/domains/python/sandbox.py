@@ -13,8 +13,8 @@
 #      loads Pyodide with empty jsglobals and removes the file-system back doors on the JavaScript side).
 # Limits are counted, never timed (DESIGN.md rule 5): fuel is the number of LINE and JUMP events of the program's
 # own code (sys.monitoring, so library code costs nothing and a one-line `while True: pass` still burns fuel),
-# recursion is capped by the interpreter's recursion limit, sequences built by `*` and integers by `**`/`<<` are
-# capped before they are allocated, memory by the peak that tracemalloc counts (executor.ts caps the heap, and
+# recursion is capped by the interpreter's recursion limit, sequences built by `*`, integers by `**`/`<<` and
+# ranges are capped before they are made, memory by the peak that tracemalloc counts (executor.ts caps the heap, and
 # counts a refused growth as this limit even if the program caught the MemoryError), the result's repr and the
 # printed text are capped in characters.
 
@@ -29,6 +29,7 @@ import types
 MAX_RECURSION = 200  # frames of the program's own calls, above the harness's
 MAX_ITEMS = 1_000_000  # elements of a str/list/tuple/bytes built by `*`
 MAX_INT_BITS = 100_000  # bits of an integer built by `**` or `<<`
+MAX_RANGE = 10_000_000  # items of a range: C code (sum, list, sorted) walks it without spending fuel
 MAX_MEMORY_BYTES = 64 << 20  # peak of the Python allocations of one run (the heap cap is far above it)
 MAX_RESULT_CHARS = 10_000  # repr of the returned value
 MAX_PRINT_CHARS = 10_000  # text printed by the program (kept only for the determinism check)
@@ -93,9 +94,16 @@ def _imported_modules(node):
 
 
 class _Guarded(ast.NodeTransformer):
-    """Routes `a * b`, `a ** b` and `a << b` through size checks (a memory bomb is one C call: no fuel is spent)."""
+    """Routes `a * b`, `a ** b`, `a << b` and `range(...)` through size checks: a memory bomb, or a loop in C over
+    a huge range, is one call that spends no fuel."""
 
     GUARDS = {ast.Mult: '_guard_mul', ast.Pow: '_guard_pow', ast.LShift: '_guard_lshift'}
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == 'range':
+            node.func = ast.copy_location(ast.Name('_guard_range', ast.Load()), node.func)
+        return node
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
@@ -173,6 +181,14 @@ def _guard_lshift(a, b):
     return a << b
 
 
+def _guard_range(*args):
+    items = range(*args)
+    count = max(0, (items.stop - items.start + items.step - (1 if items.step > 0 else -1)) // items.step)  # len() overflows on wasm32
+    if count > MAX_RANGE:
+        raise Refused('fuel', f'a range of {count} items exceeds the limit of {MAX_RANGE} (code in C would walk it without spending fuel)')
+    return items
+
+
 def _denied_builtin(name):
     def stub(*args, **kwargs):
         raise Refused('forbidden-builtin', f'{name} is not available in the sandbox')
@@ -209,7 +225,7 @@ class _Program:
         safe['__import__'] = self.import_
         safe['print'] = self.print_
         safe['pow'] = _guard_pow
-        self.globals = {'__builtins__': safe, '__name__': 'program', '_guard_mul': _guard_mul, '_guard_pow': _guard_pow, '_guard_lshift': _guard_lshift}
+        self.globals = {'__builtins__': safe, '__name__': 'program', '_guard_mul': _guard_mul, '_guard_pow': _guard_pow, '_guard_lshift': _guard_lshift, '_guard_range': _guard_range}
 
     def import_(self, name, globals=None, locals=None, fromlist=(), level=0):
         if level != 0 or name not in ALLOWED_MODULES:
