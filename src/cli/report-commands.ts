@@ -1,7 +1,6 @@
 // `populora report`, `populora compare` and `populora export`: a run folder's report.html; several runs on the
 // same axes in one report, with a summary table; a checkpoint's population in PEFT layout with population.json.
 
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { exportPopulation } from '../runtime/export.js';
 import { loadRun, summaryRows, writeReport } from '../report/report.js';
@@ -21,7 +20,6 @@ export async function compareCommand(dirs: string[], options: { out: string }): 
 }
 
 export async function exportCommand(dir: string, options: { step?: number; out: string }): Promise<void> {
-  mkdirSync(options.out, { recursive: true });
   const { step, members } = exportPopulation(dir, options.step, options.out);
   console.log(`exported ${members.length} adapters of step ${step} to ${options.out} (PEFT layout; population.json lists roles, ratings and lineage)`);
 }

@@ -26,7 +26,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
     rmSync(outDir, { recursive: true });
   }
   const bar = new cliProgress.SingleBar(
-    { format: 'step {value}/{total} |{bar}| solve {solve} | teacher reward {reward} | valid {valid} | coverage {coverage} | {eta_formatted} left', hideCursor: true, etaBuffer: 4 },
+    { format: 'step {value}/{total} |{bar}| solve {solve} | teacher reward {reward} | valid {valid} | coverage {coverage} | {eta_formatted} left', hideCursor: true, etaBuffer: 4, noTTYOutput: true, notTTYSchedule: 30_000 },
     cliProgress.Presets.shades_classic,
   );
   console.log(`${resumeDir ? 'resuming' : 'running'} ${scenario.name}: ${scenario.steps} steps → ${outDir}`);
