@@ -30,13 +30,17 @@ export function gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tenso
   const [o, xs] = [f32Of(out), f32Of(x)];
   const b = i32Of(bases).subarray(first, first + n);
   assert(outOffset + n * n <= o.length && b.length === n, `gramInto: ${n}x${n} at ${outOffset} does not fit ${o.length}, or fewer than ${n} bases from ${first}`);
-  for (let i = 0; i < n; i++) {
-    for (let j = i; j < n; j++) {
-      let sum = 0;
-      for (let k = 0; k < length; k++) sum += xs[b[i]! + k * stride]! * xs[b[j]! + k * stride]!;
-      o[outOffset + i * n + j] = o[outOffset + j * n + i] = sum;
+  // Row k of the n columns is read once and feeds every pair; each pair still sums over k in order, in float64.
+  const sums = new Float64Array(n * n);
+  const row = new Float64Array(n);
+  for (let k = 0; k < length; k++) {
+    for (let i = 0; i < n; i++) row[i] = xs[b[i]! + k * stride]!;
+    for (let i = 0; i < n; i++) {
+      const xi = row[i]!;
+      for (let j = i; j < n; j++) sums[i * n + j] = sums[i * n + j]! + xi * row[j]!;
     }
   }
+  for (let i = 0; i < n; i++) for (let j = i; j < n; j++) o[outOffset + i * n + j] = o[outOffset + j * n + i] = sums[i * n + j]!;
 }
 
 export function combineInPlace(x: Tensor, bases: Tensor, basesFrom: number, mix: Tensor, mixFrom: number, n: number, keep: number, length: number, stride: number): void {
