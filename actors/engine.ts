@@ -6,7 +6,7 @@
 // Advantages are normalised per (role, task type) over the whole population before the update (AZR's
 // task-relative REINFORCE++), so the engine is where every sample of a step meets.
 
-import { tokenMask, type TokenTexts } from '../src/domains/arith/grammar.js';
+import { tokenMask, tokenTexts, type TokenTexts } from '../src/domains/arith/grammar.js';
 import type { Domain } from '../src/domains/domain.js';
 import { BankEvolution } from '../src/evolution/device-operators.js';
 import type { CrossoverKind } from '../src/evolution/operators.js';
@@ -75,9 +75,7 @@ export class EngineService implements Service {
     private readonly config: EngineConfig,
   ) {
     const { tokenizer, model } = parts;
-    if (tokenizer.eosTokenId === null) throw new RangeError('the model\'s tokenizer has no end-of-sequence token: generation under a grammar needs one');
-    const texts = Array.from({ length: model.config.vocabSize }, (_, id) => (id < tokenizer.vocabSize ? tokenizer.decode([id]) : ''));
-    this.vocab = { texts, eos: tokenizer.eosTokenId };
+    this.vocab = tokenTexts(tokenizer, model.config.vocabSize);
     this.evolution = new BankEvolution(parts.bank, model.config);
   }
 

@@ -11,6 +11,7 @@ import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { VerifyJob } from '../src/domains/domain.js';
 import { DEFAULT_FUEL, PythonExecutor } from '../src/domains/python/executor.js';
+import { proposalText } from '../src/domains/python/tasks.js';
 import { verifyCode } from '../src/domains/python/verify-jobs.js';
 import { PythonVerifierPool } from '../src/domains/python/verifier-pool.js';
 
@@ -18,7 +19,6 @@ const { values: args } = parseArgs({ options: { jobs: { type: 'string', default:
 const jobCount = Number(args.jobs);
 const workers = Number(args.workers);
 
-const fence = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
 const TYPICAL: Array<{ program: string; inputs: string[] }> = [
   { program: 'def f(xs, k):\n    return sorted(xs, reverse=True)[:k]', inputs: ['[4, 9, 1, 7], 2', '[3], 1', '[5, 5, 2], 3', '[0, -1, 8, 6, 2], 4'] },
   { program: 'def f(s):\n    seen, out = set(), []\n    for ch in s:\n        if ch not in seen:\n            seen.add(ch)\n            out.append(ch)\n    return "".join(out)', inputs: ["'mississippi'", "'abcabc'", "''", "'zzz'"] },
@@ -33,8 +33,7 @@ function jobsOf(n: number): VerifyJob[] {
   for (let i = 0; jobs.length < n; i++) {
     const { program, inputs } = TYPICAL[i % TYPICAL.length]!;
     const type = (['code_o', 'code_i', 'code_f'] as const)[i % 3]!;
-    const text = [fence('python', program), ...(type === 'code_f' ? inputs : inputs.slice(0, 1)).map((x) => fence('input', x))].join('\n');
-    jobs.push({ kind: 'validate', taskType: type, text });
+    jobs.push({ kind: 'validate', taskType: type, text: proposalText(program, type === 'code_f' ? inputs : inputs.slice(0, 1)) });
   }
   return jobs;
 }

@@ -3,7 +3,7 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import { PythonExecutor } from '../domains/python/executor.js';
-import { CODE_TASK_TYPES, checkAnswer, validateProposal, type CodeTask, type CodeTaskType } from '../domains/python/tasks.js';
+import { CODE_TASK_TYPES, checkAnswer, proposalText, validateProposal, type CodeTask, type CodeTaskType } from '../domains/python/tasks.js';
 import { UsageError } from './run-command.js';
 
 export interface VerifyOptions {
@@ -14,8 +14,6 @@ export interface VerifyOptions {
   answer?: string; // text, or @FILE
   fuel: number;
 }
-
-const fence = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
 
 function readText(file: string, what: string): string {
   if (!existsSync(file)) throw new UsageError(`${what} ${file} does not exist`);
@@ -47,7 +45,7 @@ function verdict(python: PythonExecutor, options: VerifyOptions, program: string
     task = { type: 'code_i', program, inputs: [], outputs: [options.output!], inputTypes: [], outputTypes: [] };
     fuel = 0;
   } else {
-    const validation = validateProposal(python, options.type, [fence('python', program), ...options.input.map((i) => fence('input', i))].join('\n'), options.fuel);
+    const validation = validateProposal(python, options.type, proposalText(program, options.input), options.fuel);
     if (!validation.valid) return { valid: false, correct: null, reason: validation.reason, fuel: null };
     task = validation.task;
     fuel = validation.fuelUsed;

@@ -81,6 +81,15 @@ function characterVocabulary(model: { vocab?: Record<string, number> | unknown[]
   return tokens.filter((t) => [...t].length === 1).join('');
 }
 
+/** A character-level tokenizer of the alphabet, and its tokenizer.json (to save beside a model); `name` names it in errors. */
+export function characterTokenizer(alphabet: string, name: string): { json: Record<string, unknown>; tokenizer: TextTokenizer } {
+  const json = charTokenizerJson(alphabet) as Record<string, unknown>;
+  return { json, tokenizer: tokenizerFromJson(json, tokenizerConfigFor(json), name) };
+}
+
+/** A vocabulary size that covers the tokenizer's ids, rounded up to a multiple of 32 as model vocabularies are. */
+export const vocabularyCovering = (vocabSize: number, tokenizer: TextTokenizer) => Math.max(vocabSize, Math.ceil(tokenizer.vocabSize / 32) * 32);
+
 /**
  * A character-level tokenizer.json: specials take ids 0.., then one id per distinct character of `alphabet`.
  * A BPE model with single characters as its vocabulary and no merges encodes text character by character in

@@ -53,6 +53,19 @@ table.matrix td, table.matrix th { border: 1px solid #ccc; padding: 3px 6px; tex
 ul.lineage { font-size: 13px; }
 table.summary { border-collapse: collapse; } table.summary td, table.summary th { border: 1px solid #ccc; padding: 3px 8px; }`;
 
+/** A self-contained page: uPlot and its stylesheet inlined, the title as its heading, then `body`. */
+function uplotPage(title: string, body: string): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<style>${uplotFile('uPlot.min.css')}${STYLE}</style>
+<script>${uplotFile('uPlot.iife.min.js')}</script>
+</head><body>
+<h1>${escapeHtml(title)}</h1>
+${body}
+</body></html>
+`;
+}
+
 /** Writes the report of one run or, with several, the comparison; returns the file written. */
 export function writeReport(runs: readonly RunData[], outFile: string): string {
   if (runs.length === 0) throw new ReportError('a report needs at least one run folder');
@@ -60,21 +73,13 @@ export function writeReport(runs: readonly RunData[], outFile: string): string {
   const summary = summaryRows(runs);
   const summaryHtml = `<table class="summary"><tr>${Object.keys(summary[0]!).map((k) => `<th>${escapeHtml(k)}</th>`).join('')}</tr>${summary.map((row) => `<tr>${Object.values(row).map((v) => `<td>${escapeHtml(String(v))}</td>`).join('')}</tr>`).join('')}</table>`;
   const data: PageRun[] = runs.map(({ name, steps, lineage }) => ({ name, steps, lineage }));
-  const html = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
-<style>${uplotFile('uPlot.min.css')}${STYLE}</style>
-<script>${uplotFile('uPlot.iife.min.js')}</script>
-</head><body>
-<h1>${escapeHtml(title)}</h1>
-<p class="note">${runs.map((r) => `${escapeHtml(r.name)}: ${escapeHtml(r.dir)}, ${r.steps.length} steps`).join('; ')}</p>
+  const body = `<p class="note">${runs.map((r) => `${escapeHtml(r.name)}: ${escapeHtml(r.dir)}, ${r.steps.length} steps`).join('; ')}</p>
 ${summaryHtml}
 <div id="charts"></div>
 <div id="tables"></div>
 <script id="runs" type="application/json">${embedJson(data)}</script>
-<script>(${renderPage.toString()})(JSON.parse(document.getElementById('runs').textContent));</script>
-</body></html>
-`;
-  writeFileSync(outFile, html);
+<script>(${renderPage.toString()})(JSON.parse(document.getElementById('runs').textContent));</script>`;
+  writeFileSync(outFile, uplotPage(title, body));
   return outFile;
 }
 
@@ -107,18 +112,13 @@ export function writeLossCurve(file: string, title: string, losses: readonly num
   const steps = losses.map((_, i) => i + 1);
   const solve = steps.map((step) => evaluations.find((e) => e.step === step)?.heldOutSolveRate ?? null);
   const data = embedJson([steps, losses, solve]);
-  const html = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
-<style>${uplotFile('uPlot.min.css')}${STYLE}</style>
-<script>${uplotFile('uPlot.iife.min.js')}</script>
-</head><body><h1>${escapeHtml(title)}</h1><div id="chart" class="chart"></div>
+  const body = `<div id="chart" class="chart"></div>
 <script>
 const data = ${data};
 new uPlot({ width: 800, height: 360, scales: { x: { time: false }, solve: { range: [0, 1] } },
   axes: [{ label: 'step' }, { label: 'cross-entropy (nats/token)' }, { side: 1, scale: 'solve', label: 'held-out deduce solve rate', grid: { show: false } }],
   series: [{ label: 'step' }, { label: 'training loss', stroke: '#1f77b4', width: 1 }, { label: 'held-out solve rate', stroke: '#d62728', scale: 'solve', spanGaps: true, points: { show: true } }] },
   data, document.getElementById('chart'));
-</script></body></html>
-`;
-  writeFileSync(file, html);
+</script>`;
+  writeFileSync(file, uplotPage(title, body));
 }

@@ -16,7 +16,7 @@ import { TINY_CONFIGS, type LlamaConfig } from '../model/config.js';
 import { LlamaModel } from '../model/llama.js';
 import { LoraBank } from '../model/lora-bank.js';
 import { randomAdapter, type LoraAdapter } from '../model/peft.js';
-import { charTokenizerJson, loadTokenizer, tokenizerConfigFor, tokenizerFromJson, type TextTokenizer } from '../model/tokenizer.js';
+import { characterTokenizer, loadTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
 import type { Scenario } from '../scenario/scenario.js';
 import { ScenarioError } from '../scenario/scenario.js';
 import { AdamW } from '../train/adamw.js';
@@ -56,12 +56,11 @@ export function buildModel(scenario: Scenario, backend: Backend, file: string): 
   if ('preset' in scenario.model) {
     const config = TINY_CONFIGS[scenario.model.preset];
     if (!config) throw new ScenarioError(`${file}: field "model.preset": unknown preset "${scenario.model.preset}" (one of ${Object.keys(TINY_CONFIGS).join(', ')})`);
-    const json = charTokenizerJson(DOMAINS[scenario.domain].alphabet) as Record<string, unknown>;
-    const tokenizer = tokenizerFromJson(json, tokenizerConfigFor(json), `the ${scenario.model.preset} preset's character tokenizer`);
+    const { tokenizer } = characterTokenizer(DOMAINS[scenario.domain].alphabet, `the ${scenario.model.preset} preset's character tokenizer`);
     // A preset grows to its domain: the vocabulary to its characters (Python's printable ASCII is more than
     // arith's 64), the context to its prompts (a program and reference tasks, one token per character).
     const domain = DOMAINS[scenario.domain];
-    const sized = { ...config, vocabSize: Math.max(config.vocabSize, Math.ceil(tokenizer.vocabSize / 32) * 32), maxPositionEmbeddings: Math.max(config.maxPositionEmbeddings, domain.presetContext) };
+    const sized = { ...config, vocabSize: vocabularyCovering(config.vocabSize, tokenizer), maxPositionEmbeddings: Math.max(config.maxPositionEmbeddings, domain.presetContext) };
     return { config: sized, model: LlamaModel.upload(backend, sized, randomModel(sized, scenario.model.seed)), tokenizer };
   }
   const { config, weights, tokenizerFile } = loadModel(scenario.model.path);

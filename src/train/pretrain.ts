@@ -7,13 +7,13 @@
 import { z } from 'zod';
 import type { Backend } from '../backend/backend.js';
 import { randomTask, corpusExample } from '../domains/arith/corpus.js';
-import { tokenMask, type TokenTexts } from '../domains/arith/grammar.js';
+import { tokenMask, tokenTexts } from '../domains/arith/grammar.js';
 import { answerFormat, checkAnswer, solvePrompt, type ArithTask } from '../domains/arith/tasks.js';
 import { randomModel, saveModel, weightsFromNamed } from '../model/checkpoint.js';
 import { TINY_CONFIGS, type LlamaConfig } from '../model/config.js';
 import { generate } from '../model/generate.js';
 import { LlamaModel } from '../model/llama.js';
-import { ARITH_ALPHABET, charTokenizerJson, tokenizerConfigFor, tokenizerFromJson, type TextTokenizer } from '../model/tokenizer.js';
+import { ARITH_ALPHABET, characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
 import { Streams } from '../runtime/streams.js';
 import { parseYamlWith } from '../scenario/scenario.js';
 import { AdamW } from './adamw.js';
@@ -49,19 +49,15 @@ export interface PretrainResult {
 }
 
 /** The character tokenizer of the toy domain (what a preset model of the arith domain uses). */
-export function arithTokenizer(): { json: Record<string, unknown>; tokenizer: TextTokenizer } {
-  const json = charTokenizerJson(ARITH_ALPHABET) as Record<string, unknown>;
-  return { json, tokenizer: tokenizerFromJson(json, tokenizerConfigFor(json), 'the arith character tokenizer') };
-}
+export const arithTokenizer = () => characterTokenizer(ARITH_ALPHABET, 'the arith character tokenizer');
 
 /** Held-out deduce tasks: greedy answers under the grammar, the share right. */
 export async function deduceSolveRate(model: LlamaModel, tokenizer: TextTokenizer, tasks: readonly ArithTask[]): Promise<number> {
-  const texts = Array.from({ length: model.config.vocabSize }, (_, id) => (id < tokenizer.vocabSize ? tokenizer.decode([id]) : ''));
-  const vocab: TokenTexts = { texts, eos: tokenizer.eosTokenId! };
+  const vocab = tokenTexts(tokenizer, model.config.vocabSize);
   const format = answerFormat('deduce');
   const maxTokens = 8;
   const requests = tasks.map((task, i) => ({ requestId: i, prompt: [tokenizer.bosTokenId!, ...tokenizer.encode(solvePrompt(task))], adapter: -1, maxTokens, seed: 0, temperature: 0, stopTokens: [vocab.eos] }));
-  const textOf = (tokens: readonly number[]) => tokens.map((t) => texts[t]).join('');
+  const textOf = (tokens: readonly number[]) => tokens.map((t) => vocab.texts[t]).join('');
   const results = await generate(model, requests, { mask: (r, generated) => tokenMask(format, vocab, textOf(generated), r.maxTokens - generated.length) });
   return results.filter((r, i) => checkAnswer(tasks[i]!, textOf(r.tokens)).correct).length / tasks.length;
 }
@@ -70,7 +66,7 @@ export async function pretrain(scenario: PretrainScenario, backend: Backend, onS
   const preset = TINY_CONFIGS[scenario.model.preset];
   if (!preset) throw new RangeError(`field "model.preset": unknown preset "${scenario.model.preset}" (one of ${Object.keys(TINY_CONFIGS).join(', ')})`);
   const { json, tokenizer } = arithTokenizer();
-  const config: LlamaConfig = { ...preset, vocabSize: Math.max(preset.vocabSize, Math.ceil(tokenizer.vocabSize / 32) * 32) };
+  const config: LlamaConfig = { ...preset, vocabSize: vocabularyCovering(preset.vocabSize, tokenizer) };
   const streams = new Streams(scenario.seed);
   const heldOutStream = streams.stream('held-out');
   const heldOut = Array.from({ length: scenario.eval.tasks }, () => randomTask(heldOutStream, 'deduce', scenario.corpus));

@@ -4,6 +4,7 @@
 // remaining token budget, and lets end-of-sequence through only when the output is complete. So every proposal
 // and answer is well-formed, even from a random model, and never cut off mid-expression.
 
+import type { TextTokenizer } from '../../model/tokenizer.js';
 import { LIMITS } from './expr.js';
 
 export type Field = { kind: 'expr' } | { kind: 'int'; digits: number } | { kind: 'literal'; text: string };
@@ -131,6 +132,12 @@ export function charactersToComplete(format: Format, s: RecognizerState): number
 export interface TokenTexts {
   texts: readonly string[]; // [vocabSize]
   eos: number;
+}
+
+/** The token texts of a model whose vocabulary (`vocabSize`, often padded) covers the tokenizer's. */
+export function tokenTexts(tokenizer: TextTokenizer, vocabSize: number): TokenTexts {
+  if (tokenizer.eosTokenId === null) throw new RangeError("the model's tokenizer has no end-of-sequence token: generation under a grammar needs one");
+  return { texts: Array.from({ length: vocabSize }, (_, id) => (id < tokenizer.vocabSize ? tokenizer.decode([id]) : '')), eos: tokenizer.eosTokenId };
 }
 
 /**

@@ -63,9 +63,12 @@ export function parseValue(text: string, tag: 'output' | 'input'): string {
 
 const fence = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
 
-function showTask(task: CodeTask): string {
-  return [fence('python', task.program), ...task.inputs.map((input) => fence('input', input))].join('\n');
+/** A proposal written the way teachers are asked to: the program's block, then one input block per input. */
+export function proposalText(program: string, inputs: readonly string[]): string {
+  return [fence('python', program), ...inputs.map((input) => fence('input', input))].join('\n');
 }
+
+const showTask = (task: CodeTask) => proposalText(task.program, task.inputs);
 
 /** A teacher's prompt: K reference tasks of the buffer, then the request for a new one of the type. */
 export function proposalPrompt(type: CodeTaskType, references: readonly CodeTask[]): string {
