@@ -1,8 +1,10 @@
-// CPU twins of the evolution kernels (kernels/evolve_*.wgsl): plain loops, float64 sums, the same addressing.
+// CPU twins of the evolution kernels (kernels/evolve_*.wgsl): float64 sums, the same addressing. The SVD
+// crossover's Gram and combine run the host operators' tiled loops (stacked-vectors.ts).
 
 import { assert, type SlotMutation, type Tensor } from './backend.js';
 import { f32Of, i32Of } from './cpu-tensor.js';
 import { perturbInPlace } from './noise.js';
+import { combine, gram, type VectorRef } from './stacked-vectors.js';
 
 function slotRegion(x: Tensor, slotSize: number, slot: number, what: string): Float32Array {
   const xs = f32Of(x);
@@ -30,31 +32,15 @@ export function gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tenso
   const [o, xs] = [f32Of(out), f32Of(x)];
   const b = i32Of(bases).subarray(first, first + n);
   assert(outOffset + n * n <= o.length && b.length === n, `gramInto: ${n}x${n} at ${outOffset} does not fit ${o.length}, or fewer than ${n} bases from ${first}`);
-  // Row k of the n columns is read once and feeds every pair; each pair still sums over k in order, in float64.
-  const sums = new Float64Array(n * n);
-  const row = new Float64Array(n);
-  for (let k = 0; k < length; k++) {
-    for (let i = 0; i < n; i++) row[i] = xs[b[i]! + k * stride]!;
-    for (let i = 0; i < n; i++) {
-      const xi = row[i]!;
-      for (let j = i; j < n; j++) sums[i * n + j] = sums[i * n + j]! + xi * row[j]!;
-    }
-  }
-  for (let i = 0; i < n; i++) for (let j = i; j < n; j++) o[outOffset + i * n + j] = o[outOffset + j * n + i] = sums[i * n + j]!;
+  o.set(gram(Array.from(b, (base): VectorRef => [xs, base]), length, stride), outOffset);
 }
 
+/** The child's vectors are written block by block as they are made: they must not alias the parents' (they never do: the child has its own slot). */
 export function combineInPlace(x: Tensor, bases: Tensor, basesFrom: number, mix: Tensor, mixFrom: number, n: number, keep: number, length: number, stride: number): void {
   const xs = f32Of(x);
   const b = i32Of(bases).subarray(basesFrom, basesFrom + n + keep);
   const m = f32Of(mix).subarray(mixFrom, mixFrom + n * keep);
   assert(b.length === n + keep && m.length === n * keep, `combineInPlace: ${b.length} bases and a ${m.length}-element mix for n ${n}, keep ${keep}`);
-  const out = new Float32Array(keep * length); // computed before any write: inputs and outputs may not alias, but need not be checked
-  for (let j = 0; j < keep; j++) {
-    for (let k = 0; k < length; k++) {
-      let sum = 0;
-      for (let i = 0; i < n; i++) sum += m[i * keep + j]! * xs[b[i]! + k * stride]!;
-      out[j * length + k] = sum;
-    }
-  }
-  for (let j = 0; j < keep; j++) for (let k = 0; k < length; k++) xs[b[n + j]! + k * stride] = out[j * length + k]!;
+  const vectors = Array.from(b, (base): VectorRef => [xs, base]);
+  combine(vectors.slice(0, n), m, vectors.slice(n), length, stride);
 }

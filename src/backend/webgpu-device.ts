@@ -1,10 +1,10 @@
 // The Dawn side of the WebGPU backend: one GPU instance per process, the device with the adapter's limits, and
 // the kernel library (kernels/*.wgsl compiled once, pipelines cached per kernel and variant, errors named by file).
 
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { create, globals } from 'webgpu';
+import { kernelsDirectory } from './kernel-files.js';
 
 Object.assign(globalThis, globals);
 
@@ -48,15 +48,6 @@ export async function openDevice(validate: boolean): Promise<OpenedDevice> {
   const info = adapter.info;
   const parts = [info.vendor, info.architecture, info.device, info.description].filter((s) => s);
   return { device, description: parts.join(' / ') || 'unknown WebGPU adapter' };
-}
-
-/** The folder holding kernels/: beside src/ in the package (src/backend under vitest, dist/src/backend built). */
-function kernelsDirectory(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++, dir = dirname(dir)) {
-    if (existsSync(join(dir, 'kernels', 'matmul.wgsl'))) return join(dir, 'kernels');
-  }
-  throw new Error('populora: cannot find the kernels/ folder (expected at the package root, beside src/)');
 }
 
 /**

@@ -9,6 +9,7 @@
 //                interpolate  w1·factors1 + w2·factors2 (does NOT preserve the delta: B·A is bilinear)
 
 import { perturbInPlace, uniform } from '../backend/noise.js';
+import { combine, gram, type VectorRef } from '../backend/stacked-vectors.js';
 import { LORA_MODULES, loraScale, type LoraAdapter, type LoraFactors, type LoraModule } from '../model/peft.js';
 import { matrix, multiply, svd, transpose, type Matrix } from './linalg.js';
 
@@ -161,117 +162,21 @@ function gramFactor(gram: Matrix): { r: Matrix; toQ: (m: Matrix) => Matrix } {
   return { r, toQ: (m) => multiply(inverseRoot, m) };
 }
 
-/** Columns per block: a block of every row stays in cache while all pairs of rows use it. */
-const BLOCK = 512;
-
-/** Gram matrix of the rows of x [n, length]: G[i, j] = x_i · x_j, accumulated in float64, four j at a time. */
-function rowGram(x: Float32Array, n: number, length: number): Matrix {
-  const g = matrix(n, n);
-  for (let k0 = 0; k0 < length; k0 += BLOCK) {
-    const k1 = Math.min(k0 + BLOCK, length);
-    for (let i = 0; i < n; i++) {
-      const xi = i * length;
-      let j = i;
-      for (; j + 3 < n; j += 4) {
-        let [d0, d1, d2, d3] = [0, 0, 0, 0];
-        const [x0, x1, x2, x3] = [j * length, (j + 1) * length, (j + 2) * length, (j + 3) * length];
-        for (let k = k0; k < k1; k++) {
-          const v = x[xi + k]!;
-          d0 += v * x[x0 + k]!;
-          d1 += v * x[x1 + k]!;
-          d2 += v * x[x2 + k]!;
-          d3 += v * x[x3 + k]!;
-        }
-        g.data[i * n + j]! += d0;
-        g.data[i * n + j + 1]! += d1;
-        g.data[i * n + j + 2]! += d2;
-        g.data[i * n + j + 3]! += d3;
-      }
-      for (; j < n; j++) {
-        let dot = 0;
-        for (let k = k0, xj = j * length; k < k1; k++) dot += x[xi + k]! * x[xj + k]!;
-        g.data[i * n + j]! += dot;
-      }
-    }
-  }
-  for (let i = 0; i < n; i++) for (let j = 0; j < i; j++) g.data[i * n + j] = g.data[j * n + i]!;
-  return g;
-}
-
-/** mix [n, keep] as its transpose [keep, n]: each output is then a dot product over contiguous values. */
-const transposed = (mix: Matrix) => transpose(mix).data;
-
-/** out[j, k] = Σ_i mix[i, j] · x[i, k]:  x [n, length], mix [n, keep] -> out [keep, length] */
-function combineRows(x: Float32Array, n: number, length: number, mix: Matrix): Float32Array {
-  const keep = mix.cols;
-  const mixT = transposed(mix);
-  const out = new Float32Array(keep * length);
-  const column = new Float64Array(n);
-  for (let k = 0; k < length; k++) {
-    for (let i = 0; i < n; i++) column[i] = x[i * length + k]!;
-    for (let j = 0; j < keep; j++) {
-      let dot = 0;
-      for (let i = 0; i < n; i++) dot += mixT[j * n + i]! * column[i]!;
-      out[j * length + k] = dot;
-    }
-  }
-  return out;
-}
-
-/**
- * Gram matrix of the columns of [B1 B2] (each [rows, r], row-major): G = Σ_rows b_row ⊗ b_row over the stacked
- * rows [b1_row, b2_row] of length 2r, four rows per pass over G. Reads both factors in order: no transposed copy.
- */
-function columnGram(b1: Float32Array, b2: Float32Array, rows: number, r: number): Matrix {
-  const n = 2 * r;
-  const g = new Float64Array(n * n);
-  const stacked = new Float64Array(4 * n); // four stacked rows
-  for (let t0 = 0; t0 < rows; t0 += 4) {
-    const count = Math.min(4, rows - t0);
-    stacked.fill(0);
-    for (let q = 0; q < count; q++) {
-      for (let j = 0; j < r; j++) {
-        stacked[q * n + j] = b1[(t0 + q) * r + j]!;
-        stacked[q * n + r + j] = b2[(t0 + q) * r + j]!;
-      }
-    }
-    for (let i = 0; i < n; i++) {
-      const [v0, v1, v2, v3] = [stacked[i]!, stacked[n + i]!, stacked[2 * n + i]!, stacked[3 * n + i]!];
-      for (let j = i; j < n; j++) g[i * n + j]! += v0 * stacked[j]! + v1 * stacked[n + j]! + v2 * stacked[2 * n + j]! + v3 * stacked[3 * n + j]!;
-    }
-  }
-  for (let i = 0; i < n; i++) for (let j = 0; j < i; j++) g[i * n + j] = g[j * n + i]!;
-  return matrix(n, n, g);
-}
-
-/** out[t, :] = [b1_row_t, b2_row_t] · mix:  mix [2r, keep] -> out [rows, r] (columns keep..r stay zero) */
-function mixColumns(b1: Float32Array, b2: Float32Array, rows: number, r: number, mix: Matrix): Float32Array {
-  const keep = mix.cols;
-  const mixT = transposed(mix);
-  const out = new Float32Array(rows * r);
-  for (let t = 0; t < rows; t++) {
-    for (let j = 0; j < keep; j++) {
-      let dot = 0;
-      for (let i = 0; i < r; i++) dot += b1[t * r + i]! * mixT[j * 2 * r + i]! + b2[t * r + i]! * mixT[j * 2 * r + r + i]!;
-      out[t * r + j] = dot;
-    }
-  }
-  return out;
-}
-
 /**
  * Best rank-r approximation of w1·B1·A1 + w2·B2·A2 (the scale is common to both, so it is left out):
  *   P = [B1 B2] [out, 2r], Q = [A1; A2]ᵀ [in, 2r];  P = Qp·Rp, Q = Qq·Rq;  core = Rp·diag(w1, w2)·Rqᵀ = U·S·Vᵀ
  *   child B = Qp·U_r·√S_r,  child A = (Qq·V_r·√S_r)ᵀ       cost O((in + out)·r²): no dense [out, in] matrix
  */
 function svdCrossover(f1: LoraFactors, f2: LoraFactors, r: number, inFeatures: number, outFeatures: number, w1: number, w2: number): LoraFactors {
-  const stackedA = new Float32Array(2 * r * inFeatures); // rows of Qᵀ = [A1; A2]
-  stackedA.set(f1.a, 0);
-  stackedA.set(f2.a, r * inFeatures);
-  const { mixB, mixA } = svdMixes(columnGram(f1.b, f2.b, outFeatures, r), rowGram(stackedA, 2 * r, inFeatures), r, w1, w2);
-  const a = new Float32Array(r * inFeatures);
-  a.set(combineRows(stackedA, 2 * r, inFeatures, mixA)); // rows keep..r stay zero when the blend has rank below r
-  return { a, b: mixColumns(f1.b, f2.b, outFeatures, r, mixB) };
+  const range = (count: number) => Array.from({ length: count }, (_, j) => j);
+  const rowsOfA = [...range(r).map((j): VectorRef => [f1.a, j * inFeatures]), ...range(r).map((j): VectorRef => [f2.a, j * inFeatures])]; // [A1; A2]
+  const columnsOfB = [...range(r).map((j): VectorRef => [f1.b, j]), ...range(r).map((j): VectorRef => [f2.b, j])]; // [B1 B2]
+  const { mixB, mixA } = svdMixes(matrix(2 * r, 2 * r, gram(columnsOfB, outFeatures, r)), matrix(2 * r, 2 * r, gram(rowsOfA, inFeatures, 1)), r, w1, w2);
+  // Rows of A and columns of B past the blend's rank (when it is below r) stay zero.
+  const [a, b] = [new Float32Array(r * inFeatures), new Float32Array(outFeatures * r)];
+  combine(rowsOfA, mixA.data, range(mixA.cols).map((j) => [a, j * inFeatures]), inFeatures, 1);
+  combine(columnsOfB, mixB.data, range(mixB.cols).map((j) => [b, j]), outFeatures, r);
+  return { a, b };
 }
 
 /**

@@ -1,0 +1,28 @@
+// Compiles each kernels/cpu/*.wat to the .wasm beside it. The binaries are committed, so the runtime needs no
+// compiler; run this after editing a .wat (npm run build:wasm). test/stacked-vectors.test.ts fails when a
+// committed .wasm is not what its .wat compiles to.
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import wabtModule from 'wabt';
+
+/** The WebAssembly binary of one .wat file (128-bit SIMD enabled, no debug names). */
+export async function compileWat(path) {
+  const wabt = await wabtModule();
+  const parsed = wabt.parseWat(path, readFileSync(path, 'utf8'), { simd: true });
+  try {
+    parsed.resolveNames();
+    parsed.validate();
+    return Buffer.from(parsed.toBinary({ log: false, write_debug_names: false }).buffer);
+  } finally {
+    parsed.destroy();
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const directory = import.meta.dirname;
+  for (const file of readdirSync(directory).filter((f) => f.endsWith('.wat')).sort()) {
+    const binary = await compileWat(join(directory, file));
+    writeFileSync(join(directory, file.replace(/\.wat$/, '.wasm')), binary);
+    console.log(`kernels/cpu/${file.replace(/\.wat$/, '.wasm')}: ${binary.length} bytes`);
+  }
+}

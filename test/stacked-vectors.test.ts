@@ -1,0 +1,75 @@
+// The SVD crossover's CPU kernels (kernels/cpu/stacked_vectors.wasm) against their plain-loop references, and the
+// references against sums computed here; the committed binary against its WebAssembly text.
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { combine, combineReference, gram, gramReference, type VectorRef } from '../src/backend/stacked-vectors.js';
+// @ts-expect-error: a plain .mjs build script, without types
+import { compileWat } from '../kernels/cpu/build.mjs';
+
+const bits = (a: Float32Array | Float64Array) => Array.from(new Uint32Array(a.buffer, a.byteOffset, a.byteLength / 4));
+
+/** n vectors (padded to 4 inside the kernel; overlapping when strided), lengths around the 128-value block, keep outputs. */
+const cases = [
+  [1, 1, 1, 1],
+  [3, 127, 3, 2],
+  [5, 128, 1, 4],
+  [6, 129, 3, 5],
+  [8, 300, 1, 3],
+  [32, 261, 16, 16],
+] as const;
+
+function vectorsOf(n: number, length: number, stride: number, keep: number) {
+  const data = Float32Array.from({ length: (n + keep) * length * stride + 7 }, (_, i) => Math.sin(i * 1.7) + (i % 5) / 4);
+  const vectors = Array.from({ length: n }, (_, i): VectorRef => [data, stride === 1 ? i * length + 3 : i + 2]);
+  const value = (i: number, k: number) => data[vectors[i]![1] + k * stride]!;
+  const mix = Float64Array.from({ length: n * keep }, (_, i) => Math.cos(i) / (1 + i));
+  return { vectors, value, mix };
+}
+
+describe('stacked vectors (the SVD crossover on the CPU)', () => {
+  it('the references equal sums computed here, for any count, length and stride', () => {
+    for (const [n, length, stride, keep] of cases) {
+      const { vectors, value, mix } = vectorsOf(n, length, stride, keep);
+      const g = gramReference(vectors, length, stride);
+      for (let i = 0; i < n; i++)
+        for (let j = 0; j < n; j++) {
+          const dot = Array.from({ length }, (_, k) => value(i, k) * value(j, k)).reduce((s, v) => s + v, 0);
+          expect(g[i * n + j]).toBeCloseTo(dot, 9);
+        }
+      const out = new Float32Array(keep * length * stride);
+      combineReference(vectors, mix, Array.from({ length: keep }, (_, j): VectorRef => [out, j * length * stride]), length, stride);
+      for (let j = 0; j < keep; j++)
+        for (let k = 0; k < length; k++) {
+          const expected = Array.from({ length: n }, (_, i) => mix[i * keep + j]! * value(i, k)).reduce((s, v) => s + v, 0);
+          expect(out[j * length * stride + k * stride]).toBeCloseTo(expected, 5);
+        }
+    }
+  });
+
+  it('the WebAssembly kernel equals the references bit for bit, reading and writing vectors in place', () => {
+    for (const [n, length, stride, keep] of cases) {
+      const { vectors, mix } = vectorsOf(n, length, stride, keep);
+      expect(bits(gram(vectors, length, stride))).toEqual(bits(gramReference(vectors, length, stride)));
+      // Outputs interleaved with values that must come back untouched (B columns: stride R, keep below R).
+      const [fast, reference] = [0, 1].map(() => Float32Array.from({ length: keep * length * stride + 5 }, (_, i) => -i));
+      const outputsIn = (out: Float32Array) => Array.from({ length: keep }, (_, j): VectorRef => [out, stride === 1 ? j * length + 5 : j * length * stride + 1]);
+      combine(vectors, mix, outputsIn(fast!), length, stride);
+      combineReference(vectors, mix, outputsIn(reference!), length, stride);
+      expect(bits(fast!)).toEqual(bits(reference!));
+    }
+  });
+
+  it('bad shapes and aliasing outputs get clear errors', () => {
+    expect(() => gram([[new Float32Array(10), 4]], 4, 2)).toThrow(/runs past 10 values/);
+    expect(() => gram([], 4, 1)).toThrow(/needs vectors of at least one value/);
+    const data = new Float32Array(64);
+    expect(() => combine([[data, 0]], [1], [[data, 8]], 16, 1)).toThrow(/outputs overlap the vectors/);
+    expect(() => combine([[data, 0]], [1, 2], [[data, 32]], 16, 1)).toThrow(/2-value mix for 1 vectors and 1 outputs/);
+  });
+
+  it('kernels/cpu/stacked_vectors.wasm is what its .wat compiles to (run npm run build:wasm after editing it)', async () => {
+    const path = new URL('../kernels/cpu/stacked_vectors.wat', import.meta.url).pathname;
+    const built = (await compileWat(path)) as Buffer;
+    expect(built.equals(readFileSync(path.replace(/\.wat$/, '.wasm')))).toBe(true);
+  });
+});
