@@ -3,8 +3,8 @@
 // for j < keep and k < length, written into the child's region of the same tensor (disjoint from the parents').
 // Bindings: p: Params; x: f32, read_write; bases: i32, n + keep from index b (the parents' vectors, then the
 //           child's); mix: f32, [n, keep] from index m (one upload of each serves every module)
-// Dispatch: ceil(keep · length / 256) workgroups of 256 threads (folded into (x, y) past 65535), one output each;
-// its sum over i runs in order.
+// Dispatch: ceil(keep · length / 256) workgroups of 256 threads (folded into (x, y) past 65535), one output each
+// (k-major for columns, j-major for rows); its sum over i runs in order.
 
 struct Params { n: u32, keep: u32, length: u32, stride: u32, b: u32, m: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -16,8 +16,13 @@ struct Params { n: u32, keep: u32, length: u32, stride: u32, b: u32, m: u32 }
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) groups: vec3u) {
   let index = gid.x + gid.y * groups.x * 256u;
   if (index >= p.keep * p.length) { return; }
-  let j = index / p.length;
-  let k = index % p.length;
+  // Consecutive threads touch consecutive addresses: along k for rows (stride 1), along j for columns.
+  var j = index / p.length;
+  var k = index % p.length;
+  if (p.stride != 1u) {
+    j = index % p.keep;
+    k = index / p.keep;
+  }
   var sum = 0.0;
   for (var i = 0u; i < p.n; i++) {
     sum += mix[p.m + i * p.keep + j] * x[u32(bases[p.b + i]) + k * p.stride];

@@ -59,11 +59,13 @@ describe('stacked vectors (the SVD crossover on the CPU)', () => {
     }
   });
 
-  it('bad shapes and aliasing outputs get clear errors', () => {
+  it('bad shapes and outputs sharing elements with the vectors get clear errors', () => {
     expect(() => gram([[new Float32Array(10), 4]], 4, 2)).toThrow(/runs past 10 values/);
     expect(() => gram([], 4, 1)).toThrow(/needs vectors of at least one value/);
     const data = new Float32Array(64);
-    expect(() => combine([[data, 0]], [1], [[data, 8]], 16, 1)).toThrow(/outputs overlap the vectors/);
+    expect(() => combine([[data, 0]], [1], [[data, 8]], 16, 1)).toThrow(/shares elements with the vectors/);
+    expect(() => combine([[data, 0]], [1], [[data, 6]], 8, 3)).toThrow(/shares elements with the vectors/);
+    combine([[data, 0]], [1], [[data, 1]], 8, 3); // interleaved, disjoint: allowed
     expect(() => combine([[data, 0]], [1, 2], [[data, 32]], 16, 1)).toThrow(/2-value mix for 1 vectors and 1 outputs/);
   });
 

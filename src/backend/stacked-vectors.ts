@@ -95,7 +95,7 @@ interface Span {
 
 /**
  * The spans of the arrays that the vectors cover, merged where they overlap, laid end to end from f32
- * index 0, and each vector's base there. Vectors from `outputsFrom` on are written: a span may not hold both.
+ * index 0, and each vector's base there. Vectors from `outputsFrom` on are written: their spans are copied back.
  */
 function stage(refs: readonly VectorRef[], length: number, stride: number, outputsFrom: number): { spans: Span[]; bases: Int32Array; floats: number } {
   const reach = (length - 1) * stride + 1;
@@ -120,7 +120,6 @@ function stage(refs: readonly VectorRef[], length: number, stride: number, outpu
     }
     if (span) floats += span.end - span.start;
   }
-  spanOf.forEach((span, v) => assert(v >= outputsFrom || !span.written, 'combine: the outputs overlap the vectors they are made from'));
   return { spans, bases: Int32Array.from(refs, ([, base], v) => spanOf[v]!.at + base - spanOf[v]!.start), floats };
 }
 
@@ -141,12 +140,17 @@ export function gram(vectors: readonly VectorRef[], length: number, stride: numb
   return g;
 }
 
-/** The outputs must not overlap the vectors (the child's factors never share a span with its parents'). */
+/** True when two vectors of the same array share an element (both step by `stride`). */
+const alias = ([data1, base1]: VectorRef, [data2, base2]: VectorRef, length: number, stride: number) =>
+  data1 === data2 && (base1 - base2) % stride === 0 && Math.abs(base1 - base2) < length * stride;
+
+/** The outputs may interleave with the vectors but not share an element with them (the kernel works block by block). */
 export function combine(vectors: readonly VectorRef[], mix: ArrayLike<number>, outputs: readonly VectorRef[], length: number, stride: number): void {
   const [n, keep] = [vectors.length, outputs.length];
   assert(mix.length === n * keep, `combine: a ${mix.length}-value mix for ${n} vectors and ${keep} outputs`);
   checkVectors('combine', vectors, length, stride);
   checkVectors('combine (outputs)', outputs, length, stride);
+  assert(!outputs.some((o) => vectors.some((v) => alias(o, v, length, stride))), 'combine: an output shares elements with the vectors it is made from');
   const k = stackedVectorsKernel();
   const [width, keepWidth] = [padded4(n), padded4(keep)];
   const { spans, bases, floats } = stage([...vectors, ...outputs], length, stride, n);

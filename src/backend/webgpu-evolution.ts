@@ -1,9 +1,13 @@
-// The WebGPU backend's evolution ops (backend.ts, "Evolution ops"): one dispatch of a kernels/evolve_*.wgsl each.
+// The WebGPU backend's evolution ops (backend.ts, "Evolution ops"): one dispatch of a kernels/evolve_*.wgsl each
+// (two for the Gram).
 // Semantics and addressing are those of cpu-evolution.ts.
 
 import { assert, numel, type SlotMutation, type Tensor } from './backend.js';
 import type { GpuContext } from './webgpu-backward.js';
 import type { Field } from './webgpu-recorder.js';
+
+/** kernels/evolve_gram.wgsl's TILE: floats of workgroup memory for one chunk of the stacked vectors. */
+const GRAM_TILE = 4096;
 
 export class EvolutionKernels {
   constructor(private readonly g: GpuContext) {}
@@ -25,11 +29,18 @@ export class EvolutionKernels {
     this.g.recorder.dispatch('evolve_mix', {}, fields, [this.g.f32(x, 'mixSlotsInPlace: x'), this.g.f32(weights, 'mixSlotsInPlace: weights')], Math.ceil(slotSize / 256));
   }
 
+  /** Two passes: partial Grams over chunks of k (each value read once), then the chunks added in order. */
   gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, first: number, n: number, length: number, stride: number): void {
     assert(outOffset + n * n <= numel(out.shape) && first + n <= numel(bases.shape), `gramInto: ${n}x${n} at ${outOffset} does not fit ${numel(out.shape)}, or fewer than ${n} bases from ${first}`);
-    const fields: Field[] = [['u32', n], ['u32', length], ['u32', stride], ['u32', outOffset], ['u32', first]];
-    const bindings = [this.g.f32(x, 'gramInto: x'), this.g.i32(bases, numel(bases.shape), 'gramInto: bases'), this.g.f32(out, 'gramInto: out')];
-    this.g.recorder.dispatch('evolve_gram', {}, fields, bindings, (n * (n + 1)) / 2);
+    assert(n + 1 <= GRAM_TILE, `gramInto: ${n} vectors do not fit the kernel's tile of ${GRAM_TILE} values per k`);
+    const chunk = Math.floor(GRAM_TILE / (n + 1));
+    const chunks = Math.ceil(length / chunk);
+    const pairs = (n * (n + 1)) / 2;
+    const partial = this.g.output([chunks * pairs]);
+    const fields: Field[] = [['u32', n], ['u32', length], ['u32', stride], ['u32', first], ['u32', chunk]];
+    this.g.recorder.dispatch('evolve_gram', {}, fields, [this.g.f32(x, 'gramInto: x'), this.g.i32(bases, numel(bases.shape), 'gramInto: bases'), partial], chunks);
+    this.g.recorder.dispatch('evolve_gram_reduce', {}, [['u32', n], ['u32', chunks], ['u32', outOffset]], [partial, this.g.f32(out, 'gramInto: out')], Math.ceil(pairs / 256));
+    this.g.free(partial); // a later use of the pooled buffer is recorded after these dispatches
   }
 
   combineInPlace(x: Tensor, bases: Tensor, b: number, mix: Tensor, m: number, n: number, keep: number, length: number, stride: number): void {

@@ -39,10 +39,46 @@ function rotate(x: Float64Array, rows: number, p: number, q: number, c: number, 
   }
 }
 
+const squaredNorm = (x: Float64Array, from: number, length: number) => {
+  let sum = 0;
+  for (let i = from; i < from + length; i++) sum += x[i]! * x[i]!;
+  return sum;
+};
+
 /**
- * SVD by one-sided Jacobi (Hestenes): a [m, n] = u [m, p] · diag(s) · vᵀ [p, n], p = min(m, n), singular values
- * descending. Rotations run in a fixed order, so the result is deterministic. Works on columns stored
- * contiguously (column-major copies), which is what every rotation reads.
+ * One-sided Jacobi (Hestenes): plane rotations of pairs of w's columns (each `rows` long, stored one after
+ * another) until every pair is orthogonal; the columns are then u_j·s_j. Squared norms are recomputed at each
+ * sweep and carried through its rotations (a rotation that zeroes the pair's product γ moves t·γ from one norm
+ * to the other), so a pair costs one product, not three.
+ */
+function orthogonalizeColumns(w: Float64Array, rows: number, cols: number): void {
+  const norms = new Float64Array(cols);
+  for (let sweep = 0; sweep < JACOBI_SWEEPS; sweep++) {
+    for (let j = 0; j < cols; j++) norms[j] = squaredNorm(w, j * rows, rows);
+    let rotated = false;
+    for (let p = 0; p < cols - 1; p++)
+      for (let q = p + 1; q < cols; q++) {
+        let gamma = 0;
+        for (let i = 0, wp = p * rows, wq = q * rows; i < rows; i++) gamma += w[wp + i]! * w[wq + i]!;
+        const [alpha, beta] = [norms[p]!, norms[q]!];
+        if (gamma === 0 || Math.abs(gamma) <= 1e-15 * Math.sqrt(alpha * beta)) continue;
+        rotated = true;
+        const zeta = (beta - alpha) / (2 * gamma);
+        const t = Math.sign(zeta || 1) / (Math.abs(zeta) + Math.sqrt(1 + zeta * zeta));
+        const c = 1 / Math.sqrt(1 + t * t);
+        rotate(w, rows, p, q, c, c * t);
+        norms[p] = Math.max(0, alpha - t * gamma);
+        norms[q] = Math.max(0, beta + t * gamma);
+      }
+    if (!rotated) break;
+  }
+}
+
+/**
+ * SVD by one-sided Jacobi: a [m, n] = u [m, p] · diag(s) · vᵀ [p, n], p = min(m, n), singular values descending.
+ * Rotations run in a fixed order, so the result is deterministic. Only the columns of a (or of aᵀ when it is
+ * wide) turn; v comes after, as aᵀ·u_j / s_j (zero where s_j is): its columns lose orthogonality where s_j is
+ * tiny, but u·S·vᵀ = u·uᵀ·a stays exact, and that product is what the crossover uses.
  */
 export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
   if (a.rows < a.cols) {
@@ -50,47 +86,20 @@ export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
     return { u: t.v, s: t.s, v: t.u };
   }
   const { rows: m, cols: n } = a;
-  const w = transpose(a).data; // column j at j·m: columns converge to u·s
-  const v = new Float64Array(n * n); // column j at j·n
-  for (let i = 0; i < n; i++) v[i * n + i] = 1;
-  for (let sweep = 0; sweep < JACOBI_SWEEPS; sweep++) {
-    let rotated = false;
-    for (let p = 0; p < n - 1; p++)
-      for (let q = p + 1; q < n; q++) {
-        let alpha = 0;
-        let beta = 0;
-        let gamma = 0;
-        for (let i = 0, wp = p * m, wq = q * m; i < m; i++) {
-          const x = w[wp + i]!;
-          const y = w[wq + i]!;
-          alpha += x * x;
-          beta += y * y;
-          gamma += x * y;
-        }
-        if (Math.abs(gamma) <= 1e-15 * Math.sqrt(alpha * beta) || gamma === 0) continue;
-        rotated = true;
-        const zeta = (beta - alpha) / (2 * gamma);
-        const t = Math.sign(zeta || 1) / (Math.abs(zeta) + Math.sqrt(1 + zeta * zeta));
-        const c = 1 / Math.sqrt(1 + t * t);
-        const s = c * t;
-        rotate(w, m, p, q, c, s);
-        rotate(v, n, p, q, c, s);
-      }
-    if (!rotated) break;
-  }
-  const norms = Array.from({ length: n }, (_, j) => {
-    let sum = 0;
-    for (let i = 0; i < m; i++) sum += w[j * m + i]! ** 2;
-    return Math.sqrt(sum);
-  });
+  const w = transpose(a).data; // column j at j·m: columns converge to u_j·s_j
+  orthogonalizeColumns(w, m, n);
+  const norms = Array.from({ length: n }, (_, j) => Math.sqrt(squaredNorm(w, j * m, m)));
   const order = norms.map((_, j) => j).sort((x, y) => norms[y]! - norms[x]! || x - y);
-  const u = matrix(m, n);
-  const vOut = matrix(n, n);
-  const s = new Float64Array(n);
+  const [u, v, s] = [matrix(m, n), matrix(n, n), new Float64Array(n)];
   order.forEach((j, rank) => {
     s[rank] = norms[j]!;
-    for (let i = 0; i < m; i++) u.data[i * n + rank] = norms[j]! > 0 ? w[j * m + i]! / norms[j]! : 0;
-    for (let i = 0; i < n; i++) vOut.data[i * n + rank] = v[j * n + i]!;
+    if (!(norms[j]! > 0)) return;
+    for (let i = 0; i < m; i++) u.data[i * n + rank] = w[j * m + i]! / norms[j]!;
+    for (let i = 0; i < n; i++) {
+      let dot = 0;
+      for (let k = 0; k < m; k++) dot += a.data[k * n + i]! * u.data[k * n + rank]!;
+      v.data[i * n + rank] = dot / norms[j]!;
+    }
   });
-  return { u, s, v: vOut };
+  return { u, s, v };
 }
