@@ -9,10 +9,8 @@
 // the same order). The kernel reads and writes only its own memory: the spans of the arrays that the vectors
 // cover are copied in (merged where they overlap) and the outputs' spans copied back.
 
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { assert } from './backend.js';
-import { kernelsDirectory } from './kernel-files.js';
+import { loadCpuKernel, reserve } from './kernel-files.js';
 
 export type VectorRef = readonly [data: Float32Array, base: number];
 
@@ -59,31 +57,13 @@ export function combineReference(vectors: readonly VectorRef[], mix: ArrayLike<n
 }
 
 interface StackedVectorsKernel {
-  memory: WebAssembly.Memory;
   gram(bases: number, n: number, length: number, stride: number, block: number, sums: number): void;
   combine(bases: number, n: number, keep: number, length: number, stride: number, mix: number, block: number, result: number): void;
 }
 
-let kernel: StackedVectorsKernel | undefined; // one instance per thread, its memory reused from call to call
+let kernel: ReturnType<typeof loadCpuKernel<StackedVectorsKernel>> | undefined; // one per thread, its memory reused
 
-function stackedVectorsKernel(): StackedVectorsKernel {
-  kernel ??= new WebAssembly.Instance(new WebAssembly.Module(readFileSync(join(kernelsDirectory(), 'cpu', 'stacked_vectors.wasm')))).exports as unknown as StackedVectorsKernel;
-  return kernel;
-}
-
-/** Byte offsets of regions of the given sizes laid end to end from byte 0, each 16-byte aligned; grows the memory to hold them. */
-function reserve(memory: WebAssembly.Memory, bytes: number[]): number[] {
-  const offsets: number[] = [];
-  let end = 0;
-  for (const size of bytes) {
-    offsets.push(end);
-    end += Math.ceil(size / 16) * 16;
-  }
-  assert(end < 2 ** 31, `stacked vectors: ${end} bytes do not fit a 32-bit WebAssembly memory`);
-  const missing = end - memory.buffer.byteLength;
-  if (missing > 0) memory.grow(Math.ceil(missing / 65536));
-  return offsets;
-}
+const stackedVectorsKernel = () => (kernel ??= loadCpuKernel<StackedVectorsKernel>('stacked_vectors'));
 
 interface Span {
   data: Float32Array;

@@ -1,6 +1,8 @@
 // Small dense linear algebra in float64 for the SVD crossover: products, transposes and the one-sided Jacobi SVD
 // of the small (2r × 2r) matrices it factorises. Matrices are row-major Float64Arrays with explicit dimensions.
 
+import { loadCpuKernel, reserve } from '../backend/kernel-files.js';
+
 export interface Matrix {
   rows: number;
   cols: number;
@@ -49,9 +51,10 @@ const squaredNorm = (x: Float64Array, from: number, length: number) => {
  * One-sided Jacobi (Hestenes): plane rotations of pairs of w's columns (each `rows` long, stored one after
  * another) until every pair is orthogonal; the columns are then u_j·s_j. Squared norms are recomputed at each
  * sweep and carried through its rotations (a rotation that zeroes the pair's product γ moves t·γ from one norm
- * to the other), so a pair costs one product, not three.
+ * to the other), so a pair costs one product, not three. The reference of kernels/cpu/jacobi.wat, which runs
+ * these steps (SIMD rotations) with equal results, bit for bit.
  */
-function orthogonalizeColumns(w: Float64Array, rows: number, cols: number): void {
+export function orthogonalizeColumnsReference(w: Float64Array, rows: number, cols: number): void {
   const norms = new Float64Array(cols);
   for (let sweep = 0; sweep < JACOBI_SWEEPS; sweep++) {
     for (let j = 0; j < cols; j++) norms[j] = squaredNorm(w, j * rows, rows);
@@ -74,6 +77,22 @@ function orthogonalizeColumns(w: Float64Array, rows: number, cols: number): void
   }
 }
 
+interface JacobiKernel {
+  orthogonalizeColumns(w: number, rows: number, cols: number, norms: number, sweeps: number): void;
+}
+
+let jacobi: ReturnType<typeof loadCpuKernel<JacobiKernel>> | undefined; // one per thread, its memory reused
+
+/** orthogonalizeColumnsReference, run by kernels/cpu/jacobi.wasm. */
+export function orthogonalizeColumns(w: Float64Array, rows: number, cols: number): void {
+  jacobi ??= loadCpuKernel<JacobiKernel>('jacobi');
+  const [wAt, normsAt] = reserve(jacobi.memory, [w.byteLength, cols * 8]) as [number, number];
+  const staged = new Float64Array(jacobi.memory.buffer, wAt, w.length);
+  staged.set(w);
+  jacobi.orthogonalizeColumns(wAt, rows, cols, normsAt, JACOBI_SWEEPS);
+  w.set(staged);
+}
+
 /**
  * SVD by one-sided Jacobi: a [m, n] = u [m, p] · diag(s) · vᵀ [p, n], p = min(m, n), singular values descending.
  * Rotations run in a fixed order, so the result is deterministic. Only the columns of a (or of aᵀ when it is
@@ -90,16 +109,12 @@ export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
   orthogonalizeColumns(w, m, n);
   const norms = Array.from({ length: n }, (_, j) => Math.sqrt(squaredNorm(w, j * m, m)));
   const order = norms.map((_, j) => j).sort((x, y) => norms[y]! - norms[x]! || x - y);
-  const [u, v, s] = [matrix(m, n), matrix(n, n), new Float64Array(n)];
+  const [u, s] = [matrix(m, n), new Float64Array(n)];
   order.forEach((j, rank) => {
     s[rank] = norms[j]!;
-    if (!(norms[j]! > 0)) return;
-    for (let i = 0; i < m; i++) u.data[i * n + rank] = w[j * m + i]! / norms[j]!;
-    for (let i = 0; i < n; i++) {
-      let dot = 0;
-      for (let k = 0; k < m; k++) dot += a.data[k * n + i]! * u.data[k * n + rank]!;
-      v.data[i * n + rank] = dot / norms[j]!;
-    }
+    if (norms[j]! > 0) for (let i = 0; i < m; i++) u.data[i * n + rank] = w[j * m + i]! / norms[j]!;
   });
+  const v = multiply(transpose(a), u); // then each column over its s (zero where s is)
+  for (let i = 0; i < n * n; i++) v.data[i] = s[i % n]! > 0 ? v.data[i]! / s[i % n]! : 0;
   return { u, s, v };
 }

@@ -1,8 +1,9 @@
-// The SVD crossover's CPU kernels (kernels/cpu/stacked_vectors.wasm) against their plain-loop references, and the
-// references against sums computed here; the committed binary against its WebAssembly text.
-import { readFileSync } from 'node:fs';
+// The CPU kernels (kernels/cpu/*.wasm: the SVD crossover's Gram, combine and Jacobi rotations) against their
+// plain-loop references, the references against sums computed here, and the committed binaries against their text.
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { combine, combineReference, gram, gramReference, type VectorRef } from '../src/backend/stacked-vectors.js';
+import { orthogonalizeColumns, orthogonalizeColumnsReference } from '../src/evolution/linalg.js';
 // @ts-expect-error: a plain .mjs build script, without types
 import { compileWat } from '../kernels/cpu/build.mjs';
 
@@ -69,9 +70,34 @@ describe('stacked vectors (the SVD crossover on the CPU)', () => {
     expect(() => combine([[data, 0]], [1, 2], [[data, 32]], 16, 1)).toThrow(/2-value mix for 1 vectors and 1 outputs/);
   });
 
-  it('kernels/cpu/stacked_vectors.wasm is what its .wat compiles to (run npm run build:wasm after editing it)', async () => {
-    const path = new URL('../kernels/cpu/stacked_vectors.wat', import.meta.url).pathname;
-    const built = (await compileWat(path)) as Buffer;
-    expect(built.equals(readFileSync(path.replace(/\.wat$/, '.wasm')))).toBe(true);
+});
+
+describe('Jacobi rotations (the SVD of the crossover core)', () => {
+  it('the kernel turns the columns as the reference does, bit for bit, into orthogonal columns', () => {
+    for (const [rows, cols] of [[1, 1], [2, 3], [7, 5], [32, 32], [33, 16]] as const) {
+      const w = Float64Array.from({ length: rows * cols }, (_, i) => Math.sin(i * 2.3) * (1 + (i % 4)));
+      const [fast, reference] = [w.slice(), w.slice()];
+      orthogonalizeColumns(fast, rows, cols);
+      orthogonalizeColumnsReference(reference, rows, cols);
+      expect(bits(fast)).toEqual(bits(reference));
+      const column = (j: number) => fast.subarray(j * rows, (j + 1) * rows);
+      const dot = (x: Float64Array, y: Float64Array) => x.reduce((s, v, i) => s + v * y[i]!, 0);
+      for (let p = 0; p < cols; p++)
+        for (let q = p + 1; q < cols; q++) expect(Math.abs(dot(column(p), column(q)))).toBeLessThanOrEqual(1e-13 * dot(w, w));
+      // Rotations keep the Frobenius norm.
+      expect(dot(fast, fast)).toBeCloseTo(dot(w, w), 8);
+    }
+  });
+});
+
+describe('kernels/cpu binaries', () => {
+  it('each committed .wasm is what its .wat compiles to (run npm run build:wasm after editing one)', async () => {
+    const directory = new URL('../kernels/cpu/', import.meta.url).pathname;
+    const sources = readdirSync(directory).filter((f) => f.endsWith('.wat'));
+    expect(sources.sort()).toEqual(['jacobi.wat', 'stacked_vectors.wat']);
+    for (const source of sources) {
+      const built = (await compileWat(directory + source)) as Buffer;
+      expect(built.equals(readFileSync(directory + source.replace(/\.wat$/, '.wasm'))), source).toBe(true);
+    }
   });
 });
