@@ -3,8 +3,9 @@
 // with --device, the device operators on adapters resident in a LoRA bank (device-operators.ts; timed to the
 // completion of the device work). Prints a table; writes JSON.
 //
-//   node dist/bench/evolution.js [--repeats 3] [--skip-7b] [--device webgpu|cpu] [--workers N] [--out bench/results/evolution-cpu.json]
-// --workers: threads for the device SVD crossover's small host factorisations (default 1).
+//   node dist/bench/evolution.js [--repeats 3] [--skip-7b] [--layers 32] [--device webgpu|cpu] [--workers N] [--out bench/results/evolution-cpu.json]
+// --workers: threads for the device SVD crossover's small host factorisations (default 1). --layers: fewer layers
+// of the 7B shape (the work per child scales with them), for slow devices such as lavapipe.
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -16,12 +17,14 @@ import { TINY_CONFIGS, type LlamaConfig } from '../src/model/config.js';
 import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, randomAdapter, type LoraAdapter } from '../src/model/peft.js';
 
-const LLAMA_7B: LlamaConfig = { ...TINY_CONFIGS['tiny']!, vocabSize: 32000, hiddenSize: 4096, intermediateSize: 11008, numLayers: 32, numHeads: 32, numKvHeads: 32, headDim: 128 };
-const { values: args } = parseArgs({ options: { repeats: { type: 'string', default: '3' }, 'skip-7b': { type: 'boolean', default: false }, device: { type: 'string' }, workers: { type: 'string', default: '1' }, out: { type: 'string', default: 'bench/results/evolution-cpu.json' } } });
+const { values: args } = parseArgs({ options: { repeats: { type: 'string', default: '3' }, 'skip-7b': { type: 'boolean', default: false }, layers: { type: 'string', default: '32' }, device: { type: 'string' }, workers: { type: 'string', default: '1' }, out: { type: 'string', default: 'bench/results/evolution-cpu.json' } } });
 const repeats = Number(args.repeats);
+const layers = Number(args.layers);
+if (!(Number.isInteger(layers) && layers >= 1)) throw new Error(`--layers takes a whole number of layers (1 to 32), got ${args.layers}`);
+const LLAMA_7B: LlamaConfig = { ...TINY_CONFIGS['tiny']!, vocabSize: 32000, hiddenSize: 4096, intermediateSize: 11008, numLayers: layers, numHeads: 32, numKvHeads: 32, headDim: 128 };
 
 const shapes: Array<[string, LlamaConfig, number]> = [['toy (tiny, r 8)', TINY_CONFIGS['tiny']!, 8]];
-if (!args['skip-7b']) shapes.push(['7B-shaped (r 16)', LLAMA_7B, 16]);
+if (!args['skip-7b']) shapes.push([layers === 32 ? '7B-shaped (r 16)' : `7B-shaped, ${layers} of 32 layers (r 16)`, LLAMA_7B, 16]);
 const rows: Array<{ shape: string; operator: string; path: string; msPerChild: number; parameters: number }> = [];
 const backend = args.device ? await openBackend(args.device as BackendChoice) : null;
 

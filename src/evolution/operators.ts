@@ -35,7 +35,7 @@ export const noiseStream = (layer: number, module: LoraModule, factor: 0 | 1) =>
 
 function rms(x: Float32Array): number {
   let sum = 0;
-  for (const v of x) sum += v * v;
+  for (let i = 0; i < x.length; i++) sum += x[i]! * x[i]!;
   return Math.sqrt(sum / x.length);
 }
 
