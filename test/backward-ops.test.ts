@@ -129,6 +129,8 @@ describe('backward ops of the cpu reference against finite differences', () => {
   it('sumSquaresBySlot and adamwInPlace follow their definitions on a hand-checked case', async () => {
     const grad = up(Float32Array.of(3, 4, 1, 2), [4]);
     expect(Array.from(await read(cpu.sumSquaresBySlot(grad, 2)))).toEqual([25, 5]);
+    expect(Array.from(await read(cpu.sumSquaresBySlot(grad, 2, 1, 1)))).toEqual([5]); // slot 1 only
+    expect(() => cpu.sumSquaresBySlot(grad, 2, 1, 2)).toThrow(/slots 1 .. 2 are not among the 2/);
     // Slot 0: step 1, lr 0.1, gradient scaled by 0.2 (clipped from norm 5 to 1): g = (0.6, 0.8).
     // m = 0.1·g, v = 0.001·g², m̂ = g, v̂ = g²: the update is lr·(sign(g)·|g|/(|g| + eps) + wd·p).
     const param = up(Float32Array.of(1, -2, 5, 6), [4]);

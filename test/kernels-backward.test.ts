@@ -138,6 +138,9 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
       for (const s of states) s.b.adamwInPlace(s.param, f(s.b, grad, [n]), s.m, s.v, 333, f(s.b, slotParams, [3, 4]), { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1 });
       const [sg, sc] = [await gpu!.readF32(gpu!.sumSquaresBySlot(f(gpu!, grad, [n]), 333)), await cpu.readF32(cpu.sumSquaresBySlot(f(cpu, grad, [n]), 333))];
       expectClose(sg, sc, 1e-5, 'sum of squares');
+      const [lastTwoGpu, lastTwoCpu] = [await gpu!.readF32(gpu!.sumSquaresBySlot(f(gpu!, grad, [n]), 333, 1, 2)), await cpu.readF32(cpu.sumSquaresBySlot(f(cpu, grad, [n]), 333, 1, 2))];
+      expectClose(lastTwoGpu, lastTwoCpu, 1e-5, 'sum of squares of slots 1 and 2');
+      expectClose(lastTwoCpu, sc.subarray(1), 0, 'slots 1 and 2 of all');
     }
     const [pg, pc] = [await gpu!.readF32(states[0]!.param), await cpu.readF32(states[1]!.param)];
     expectClose(pg, pc, 1e-5, 'param');

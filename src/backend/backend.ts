@@ -121,8 +121,9 @@ export interface Backend {
   // LoRA shrink backward: dx[t, k] += Σ_j dh[t, j] · a[s·rank + j, k], s = adapters[t] >= 0.
   // dx: [T, K], dh: [T, rank], a: [slots·rank, K]
   loraShrinkBackwardInPlace(dx: Tensor, dh: Tensor, a: Tensor, adapters: Tensor): void;
-  // out: [S] = Σ of x² over each run of `slotSize` elements of x (flat), S = numel(x) / slotSize.
-  sumSquaresBySlot(x: Tensor, slotSize: number): Tensor;
+  // out: [count] = Σ of x² over each run of `slotSize` elements of x (flat), for the slots first .. first + count - 1
+  // (default: every slot).
+  sumSquaresBySlot(x: Tensor, slotSize: number, first?: number, count?: number): Tensor;
   // AdamW on param, in place, with moments m and v (all f32, same size). Element i belongs to slot
   // s = floor(i / slotSize); slotParams: [S, 4] = (lr, gradScale, 1 / (1 - beta1^step), 1 / (1 - beta2^step)).
   //   g = grad · gradScale;  m = b1·m + (1-b1)·g;  v = b2·v + (1-b2)·g²
@@ -132,8 +133,9 @@ export interface Backend {
 
   // ---- Evolution ops (src/evolution/device-operators.ts): on a bank tensor of slots of `slotSize` elements. ----
 
-  // x[slot·S + i] += sigma · sqrt(sums[slot] / S) · z_i, z the hashed Gaussian of src/evolution/operators.ts.
-  mutateSlotInPlace(x: Tensor, slotSize: number, slot: number, sums: Tensor, o: SlotMutation): void;
+  // x[child·S + i] = x[parent·S + i] + sigma · sqrt(sums[0] / S) · z_i, z the hashed Gaussian of
+  // src/evolution/operators.ts, sums[0] the parent's sum of squares; child may be parent (in place).
+  mutateSlotInto(x: Tensor, slotSize: number, child: number, parent: number, sums: Tensor, o: SlotMutation): void;
   // x[outSlot·S + i] = weights[0, k]·x[slot1·S + i] + weights[1, k]·x[slot2·S + i], k = floor(i / divisor) % R.
   // weights: [2, R]. The child's region must differ from the parents'.
   mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor): void;

@@ -258,13 +258,14 @@ export function loraShrinkBackwardInPlace(dx: Tensor, dh: Tensor, a: Tensor, ada
   }
 }
 
-export function sumSquaresBySlot(x: Tensor, slotSize: number): Tensor {
+export function sumSquaresBySlot(x: Tensor, slotSize: number, first = 0, count = numel(x.shape) / slotSize - first): Tensor {
   const xs = f32Of(x);
   assert(xs.length % slotSize === 0, `sumSquaresBySlot: ${xs.length} elements are not whole slots of ${slotSize}`);
-  const out = new Float32Array(xs.length / slotSize);
-  for (let s = 0; s < out.length; s++) {
+  assert(Number.isInteger(first) && Number.isInteger(count) && first >= 0 && count > 0 && (first + count) * slotSize <= xs.length, `sumSquaresBySlot: slots ${first} .. ${first + count - 1} are not among the ${xs.length / slotSize}`);
+  const out = new Float32Array(count);
+  for (let s = 0; s < count; s++) {
     let sum = 0;
-    for (let i = s * slotSize; i < (s + 1) * slotSize; i++) sum += xs[i]! ** 2;
+    for (let i = (first + s) * slotSize; i < (first + s + 1) * slotSize; i++) sum += xs[i]! ** 2;
     out[s] = sum;
   }
   return tensor(out, [out.length], 'f32');

@@ -12,9 +12,11 @@ function slotRegion(x: Tensor, slotSize: number, slot: number, what: string): Fl
   return xs.subarray(slot * slotSize, (slot + 1) * slotSize);
 }
 
-export function mutateSlotInPlace(x: Tensor, slotSize: number, slot: number, sums: Tensor, o: SlotMutation): void {
-  const scale = o.sigma * Math.sqrt(f32Of(sums)[slot]! / slotSize);
-  perturbInPlace(slotRegion(x, slotSize, slot, 'mutateSlotInPlace'), scale, o.seed, o.stream, o.fraction);
+export function mutateSlotInto(x: Tensor, slotSize: number, child: number, parent: number, sums: Tensor, o: SlotMutation): void {
+  const scale = o.sigma * Math.sqrt(f32Of(sums)[0]! / slotSize);
+  const region = slotRegion(x, slotSize, child, 'mutateSlotInto');
+  if (child !== parent) region.set(slotRegion(x, slotSize, parent, 'mutateSlotInto'));
+  perturbInPlace(region, scale, o.seed, o.stream, o.fraction);
 }
 
 export function mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor): void {

@@ -238,7 +238,7 @@ export class CpuBackend implements Backend {
   adamwInPlace = backward.adamwInPlace;
 
   // Evolution ops: cpu-evolution.ts.
-  mutateSlotInPlace = evolution.mutateSlotInPlace;
+  mutateSlotInto = evolution.mutateSlotInto;
   mixSlotsInPlace = evolution.mixSlotsInPlace;
   gramInto = evolution.gramInto;
   combineInPlace = evolution.combineInPlace;

@@ -154,11 +154,12 @@ export class BackwardKernels {
     this.g.recorder.dispatch('lora_shrink_backward', {}, fields, bindings, Math.ceil((T * K) / 256));
   }
 
-  sumSquaresBySlot(x: Tensor, slotSize: number): Tensor {
+  sumSquaresBySlot(x: Tensor, slotSize: number, first = 0, count = numel(x.shape) / slotSize - first): Tensor {
     const n = numel(x.shape);
     assert(n % slotSize === 0, `sumSquaresBySlot: ${n} elements are not whole slots of ${slotSize}`);
-    const out = this.g.output([n / slotSize]);
-    this.g.recorder.dispatch('sum_squares', {}, [['u32', n / slotSize], ['u32', slotSize]], [this.g.f32(x, 'sumSquaresBySlot: x'), out], n / slotSize);
+    assert(Number.isInteger(first) && Number.isInteger(count) && first >= 0 && count > 0 && (first + count) * slotSize <= n, `sumSquaresBySlot: slots ${first} .. ${first + count - 1} are not among the ${n / slotSize}`);
+    const out = this.g.output([count]);
+    this.g.recorder.dispatch('sum_squares', {}, [['u32', count], ['u32', slotSize], ['u32', first]], [this.g.f32(x, 'sumSquaresBySlot: x'), out], count);
     return out;
   }
 

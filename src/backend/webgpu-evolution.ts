@@ -16,10 +16,10 @@ export class EvolutionKernels {
     for (const slot of slots) assert(Number.isInteger(slot) && slot >= 0 && (slot + 1) * slotSize <= numel(x.shape), `${what}: slot ${slot} of ${slotSize} is outside a tensor of ${numel(x.shape)}`);
   }
 
-  mutateSlotInPlace(x: Tensor, slotSize: number, slot: number, sums: Tensor, o: SlotMutation): void {
-    this.checkSlots(x, slotSize, [slot], 'mutateSlotInPlace');
-    const fields: Field[] = [['u32', slotSize], ['u32', slot], ['u32', o.seed >>> 0], ['u32', o.stream >>> 0], ['f32', o.sigma], ['f32', o.fraction]];
-    this.g.recorder.dispatch('evolve_mutate', {}, fields, [this.g.f32(x, 'mutateSlotInPlace: x'), this.g.f32(sums, 'mutateSlotInPlace: sums')], Math.ceil(slotSize / 2 / 256));
+  mutateSlotInto(x: Tensor, slotSize: number, child: number, parent: number, sums: Tensor, o: SlotMutation): void {
+    this.checkSlots(x, slotSize, [child, parent], 'mutateSlotInto');
+    const fields: Field[] = [['u32', slotSize], ['u32', child], ['u32', parent], ['u32', o.seed >>> 0], ['u32', o.stream >>> 0], ['f32', o.sigma], ['f32', o.fraction]];
+    this.g.recorder.dispatch('evolve_mutate', {}, fields, [this.g.f32(x, 'mutateSlotInto: x'), this.g.f32(sums, 'mutateSlotInto: sums')], Math.ceil(slotSize / 2 / 256));
   }
 
   mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor): void {

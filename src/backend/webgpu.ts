@@ -377,7 +377,7 @@ class WebGpuBackend implements Backend {
   loraShrinkBackwardInPlace: Backend['loraShrinkBackwardInPlace'] = (...args) => this.backward.loraShrinkBackwardInPlace(...args);
   sumSquaresBySlot: Backend['sumSquaresBySlot'] = (...args) => this.backward.sumSquaresBySlot(...args);
   adamwInPlace: Backend['adamwInPlace'] = (...args) => this.backward.adamwInPlace(...args);
-  mutateSlotInPlace: Backend['mutateSlotInPlace'] = (...args) => this.evolution.mutateSlotInPlace(...args);
+  mutateSlotInto: Backend['mutateSlotInto'] = (...args) => this.evolution.mutateSlotInto(...args);
   mixSlotsInPlace: Backend['mixSlotsInPlace'] = (...args) => this.evolution.mixSlotsInPlace(...args);
   gramInto: Backend['gramInto'] = (...args) => this.evolution.gramInto(...args);
   combineInPlace: Backend['combineInPlace'] = (...args) => this.evolution.combineInPlace(...args);

@@ -1,7 +1,7 @@
 // The evolution operators on the device, on adapters resident in a LoRA bank: a child is written into its slot
 // from its parents' slots without leaving the device (the engine's path; the host operators in operators.ts are
 // the reference twins). Same rules, same seeds, same streams:
-//   mutate       copy the parent's slot, then per factor: sum of squares (the RMS), hashed noise in place
+//   mutate       per factor: the parent slot's sum of squares (the RMS), then parent + hashed noise into the child
 //   module/rank/interpolate   one blend per factor with weights per rank component (kernels/evolve_mix.wgsl)
 //   svd          Gram matrices of the stacked factors on the device (all modules, one readback), the small
 //                factorisations on the host (svdMixes; on a worker pool with `workers` > 1: they are independent
@@ -88,8 +88,8 @@ export class BankEvolution {
   }
 
   /** Blends two slots into `child` per factor: weights(view) gives [c1 per component, c2 per component]. */
-  private blend(child: number, slot1: number, slot2: number, weights: (view: FactorView) => number[]): void {
-    for (const view of this.factors()) {
+  private blend(child: number, slot1: number, slot2: number, weights: (view: FactorView) => number[], views = this.factors()): void {
+    for (const view of views) {
       const w = this.backend.upload(Float32Array.from(weights(view)), [2, this.bank.rank]);
       this.backend.mixSlotsInPlace(view.tensor, view.slotSize, child, slot1, slot2, view.divisor, w);
       this.backend.free(w);
@@ -100,11 +100,13 @@ export class BankEvolution {
   mutate(child: number, parent: number, o: MutationOptions): void {
     this.checkSlots(child, [parent]);
     const R = this.bank.rank;
-    if (child !== parent) this.blend(child, parent, parent, () => [...new Array<number>(R).fill(1), ...new Array<number>(R).fill(0)]);
-    for (const view of this.factors()) {
-      if ((o.modules && !o.modules.includes(view.module)) || (o.layers && !o.layers.includes(view.layer))) continue;
-      const sums = this.backend.sumSquaresBySlot(view.tensor, view.slotSize);
-      this.backend.mutateSlotInPlace(view.tensor, view.slotSize, child, sums, { seed: o.seed, stream: noiseStream(view.layer, view.module, view.factor), sigma: o.sigma, fraction: o.fraction ?? 1 });
+    const mutated = (view: FactorView) => (!o.modules || o.modules.includes(view.module)) && (!o.layers || o.layers.includes(view.layer));
+    const views = this.factors();
+    const [moved, kept] = [views.filter(mutated), views.filter((view) => !mutated(view))];
+    if (child !== parent) this.blend(child, parent, parent, () => [...new Array<number>(R).fill(1), ...new Array<number>(R).fill(0)], kept);
+    for (const view of moved) {
+      const sums = this.backend.sumSquaresBySlot(view.tensor, view.slotSize, parent, 1);
+      this.backend.mutateSlotInto(view.tensor, view.slotSize, child, parent, sums, { seed: o.seed, stream: noiseStream(view.layer, view.module, view.factor), sigma: o.sigma, fraction: o.fraction ?? 1 });
       this.backend.free(sums);
     }
     if (child !== parent) this.bank.copySettings(parent, child);
