@@ -29,6 +29,7 @@ export interface EngineConfig {
   maxTokens: number;
   advantageGroups: 'role-and-task' | 'role' | 'none';
   rl: { reduction: 'token' | 'sequence'; klCoef: number; entropyCoef: number };
+  evolutionThreads: number; // > 1: the SVD crossover's factorisations on a worker pool (the same children)
 }
 
 export interface EngineParts {
@@ -76,7 +77,12 @@ export class EngineService implements Service {
   ) {
     const { tokenizer, model } = parts;
     this.vocab = tokenTexts(tokenizer, model.config.vocabSize);
-    this.evolution = new BankEvolution(parts.bank, model.config);
+    this.evolution = new BankEvolution(parts.bank, model.config, config.evolutionThreads);
+  }
+
+  /** Stops the evolution's worker pool, if it has one. */
+  close(): Promise<void> {
+    return this.evolution.close();
   }
 
   readonly handler: Handler<EngineState, EngineMessage> = (state, message) => {

@@ -1,7 +1,7 @@
 // The actor runtime end to end on the CPU backend: a run is a pure function of its scenario (twice → the same
 // hash; 1 or 2 verifier workers → the same hash), replay names the first tampered event, a resumed run's log
 // equals an uninterrupted one's, and the recorded messages keep each policy's pairing rule.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -61,6 +61,19 @@ describe('a self-play run', () => {
     const lineage = JSON.parse(readFileSync(join(first.outDir, 'lineage.json'), 'utf8'));
     expect(lineage.length).toBe(2); // evolution after step 1: half of each role (two teachers, two students)
     expect(lineage[0]).toMatchObject({ step: 1, parents: [expect.stringMatching(/\.g0$/)] });
+  });
+
+  it('makes the same SVD-crossover children with the factorisations on 1 or 2 threads', async () => {
+    const scenario = scenarioOf();
+    // Two of each role per sub-population: the bottom half of each role is replaced by crossovers of the top half.
+    const population = { ...scenario.population, teachers: 2, students: 2 };
+    const evolving = { ...scenario, steps: 3, population, evolution: { ...scenario.evolution, every: 1, crossoverProbability: 1, crossover: 'svd' as const } };
+    const [inline, pooled] = [await run(evolving), await run({ ...evolving, evolution: { ...evolving.evolution, threads: 2 } })];
+    expect(pooled.hash).toBe(inline.hash);
+    const lineage = JSON.parse(readFileSync(join(inline.outDir, 'lineage.json'), 'utf8')) as Array<{ operator: string; step: number }>;
+    expect(lineage.filter((l) => l.operator === 'crossover' && l.step < 2).length).toBeGreaterThan(0); // children that then play
+    const adapters = (dir: string) => readdirSync(join(dir, 'checkpoints', 'step-3')).filter((m) => m.includes('-')).map((m) => readFileSync(join(dir, 'checkpoints', 'step-3', m, 'adapter_model.safetensors')));
+    expect(adapters(pooled.outDir)).toEqual(adapters(inline.outDir));
   });
 
   it('replays identically, and names the first event of a tampered log', async () => {

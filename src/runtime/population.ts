@@ -102,7 +102,7 @@ export function buildSimulation(scenario: Scenario, parts: ModelParts, world: Wo
   const { sampling, rl } = scenario;
   const engine = new EngineService(
     { model: parts.model, bank, trainer, optimizer, tokenizer: parts.tokenizer },
-    { domain: DOMAINS[scenario.domain], seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef } },
+    { domain: DOMAINS[scenario.domain], seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef }, evolutionThreads: scenario.evolution.threads },
   );
   const verifier = new VerifierService(pool);
   world.actor(ENGINE, null, engine.handler);

@@ -137,6 +137,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     sim?.trainer.destroy();
     sim?.optimizer.destroy();
     sim?.bank.destroy();
+    await sim?.engine.close();
     await pool.close();
     if (!options.backend) backend.destroy();
   }

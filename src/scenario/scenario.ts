@@ -84,6 +84,7 @@ export const scenarioSchema = z.strictObject({
     optimizerState: z.enum(['reset', 'inherit']).default('reset'),
     fitness: z.enum(['rating', 'reward']).default('rating'), // rank by rating, or by mean reward over fitnessWindow steps
     fitnessWindow: int(1).default(5),
+    threads: int(1).default(1), // threads for the SVD crossover's small factorisations (same children with any number)
   }).prefault({}),
   checkpointEvery: int(0).default(0), // save adapters every N steps (0: at the end only)
 });
