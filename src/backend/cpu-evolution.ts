@@ -24,9 +24,10 @@ export function mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, sl
   const [out, x1, x2] = [outSlot, slot1, slot2].map((s) => slotRegion(x, slotSize, s, 'mixSlotsInPlace')) as [Float32Array, Float32Array, Float32Array];
   const w = f32Of(weights);
   const R = w.length / 2;
-  for (let i = 0; i < slotSize; i++) {
-    const k = Math.floor(i / divisor) % R;
+  // k = floor(i / divisor) % R, counted along instead of divided out.
+  for (let i = 0, k = 0, left = divisor; i < slotSize; i++) {
     out[i] = w[k]! * x1[i]! + w[R + k]! * x2[i]!;
+    if (--left === 0) [left, k] = [divisor, k + 1 === R ? 0 : k + 1];
   }
 }
 

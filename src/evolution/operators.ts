@@ -66,6 +66,13 @@ export function mutate(adapter: LoraAdapter, o: MutationOptions): LoraAdapter {
   });
 }
 
+/** c1·x1 + c2·x2, element by element. */
+function blend(x1: Float32Array, c1: number, x2: Float32Array, c2: number): Float32Array {
+  const out = new Float32Array(x1.length);
+  for (let i = 0; i < x1.length; i++) out[i] = c1 * x1[i]! + c2 * x2[i]!;
+  return out;
+}
+
 /** Parents must share rank, modules, layers and shapes; scales may differ (they are folded into B). */
 export function checkCompatible(p1: LoraAdapter, p2: LoraAdapter): void {
   const problems: string[] = [];
@@ -109,7 +116,7 @@ export function crossover(p1: LoraAdapter, p2: LoraAdapter, o: CrossoverOptions)
         return { a, b };
       }
       case 'interpolate':
-        return { a: f1.a.map((v, i) => w1 * v + w2 * f2.a[i]!), b: f1.b.map((v, i) => w1 * v + w2 * ratio * f2.b[i]!) };
+        return { a: blend(f1.a, w1, f2.a, w2), b: blend(f1.b, w1, f2.b, w2 * ratio) };
       case 'svd':
         return svdCrossover(f1, f2, r, inFeatures, outFeatures, w1, w2 * ratio);
     }
