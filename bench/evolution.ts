@@ -1,7 +1,7 @@
 // Milliseconds per child for each evolution operator, on the toy model's adapters and on 7B-shaped ones
 // (32 layers, d 4096, MLP 11008, rank 16, all seven projections): the host operators (operators.ts, CPU), and
 // with --device, the device operators on adapters resident in a LoRA bank (device-operators.ts; timed to the
-// completion of the device work). Prints a table; writes JSON.
+// completion of the device work), and the device SVD crossover's phases. Prints tables; writes JSON.
 //
 //   node dist/bench/evolution.js [--repeats 3] [--skip-7b] [--layers 32] [--device webgpu|cpu] [--workers N] [--out bench/results/evolution-cpu.json]
 // --workers: threads for the device SVD crossover's small host factorisations (default 1). --layers: fewer layers
@@ -26,6 +26,7 @@ const LLAMA_7B: LlamaConfig = { ...TINY_CONFIGS['tiny']!, vocabSize: 32000, hidd
 const shapes: Array<[string, LlamaConfig, number]> = [['toy (tiny, r 8)', TINY_CONFIGS['tiny']!, 8]];
 if (!args['skip-7b']) shapes.push([layers === 32 ? '7B-shaped (r 16)' : `7B-shaped, ${layers} of 32 layers (r 16)`, LLAMA_7B, 16]);
 const rows: Array<{ shape: string; operator: string; path: string; msPerChild: number; parameters: number }> = [];
+const phases: Array<{ shape: string; ms: number[] }> = []; // the device SVD crossover: Grams read back, host factorisations, combine
 const backend = args.device ? await openBackend(args.device as BackendChoice) : null;
 
 async function time(run: () => unknown | Promise<unknown>): Promise<number> {
@@ -49,15 +50,21 @@ for (const [name, config, rank] of shapes) {
   const bank = new LoraBank(backend, config, 3, rank, [...LORA_MODULES]);
   bank.load(0, p1);
   bank.load(1, p2);
-  const evolution = new BankEvolution(bank, config, Number(args.workers));
+  const marks: number[] = []; // start, the SVD phases' ends, end
+  const evolution = new BankEvolution(bank, config, Number(args.workers), () => marks.push(performance.now()));
   const settle = () => backend.readF32(bank.scaleTensor); // a read waits for every submitted dispatch
   for (const operator of operators) {
     const kind = operator.split(' ')[1] as (typeof CROSSOVER_KINDS)[number];
+    const splits: number[][] = [];
     const msPerChild = await time(async () => {
+      marks.splice(0, marks.length, performance.now());
       if (operator === 'mutate') evolution.mutate(2, 0, { sigma: 0.01, seed: 7 });
       else await evolution.crossover(2, 0, 1, { kind, seed: 7 });
       await settle();
+      marks.push(performance.now());
+      if (kind === 'svd') splits.push(marks.slice(1).map((t, i) => t - marks[i]!));
     });
+    if (kind === 'svd') phases.push({ shape: name, ms: [0, 1, 2].map((p) => splits.slice(1).reduce((sum, s) => sum + s[p]!, 0) / repeats) });
     rows.push({ shape: name, operator, path: 'device', msPerChild, parameters });
     console.error(`  ${name}: ${operator} on the device`);
   }
@@ -73,6 +80,13 @@ console.log('');
 console.log('| adapters | parameters | operator | path | ms per child |');
 console.log('|---|---:|---|---|---:|');
 for (const r of rows) console.log(`| ${r.shape} | ${(r.parameters / 1e6).toFixed(2)} M | ${r.operator} | ${r.path} | ${r.msPerChild.toFixed(1)} |`);
+if (phases.length > 0) {
+  console.log('\nthe device SVD crossover by phase, ms per child');
+  console.log('');
+  console.log('| adapters | Grams (device, read back) | factorisations (host) | combine (device) |');
+  console.log('|---|---:|---:|---:|');
+  for (const p of phases) console.log(`| ${p.shape} | ${p.ms.map((ms) => ms.toFixed(1)).join(' | ')} |`);
+}
 mkdirSync(dirname(args.out!), { recursive: true });
-writeFileSync(args.out!, JSON.stringify({ device, rows }, null, 2));
+writeFileSync(args.out!, JSON.stringify({ device, rows, svdPhases: phases.map((p) => ({ shape: p.shape, gramsMs: p.ms[0], mixesMs: p.ms[1], combineMs: p.ms[2] })) }, null, 2));
 console.log(`\nwrote ${args.out}`);

@@ -38,15 +38,22 @@ function concatenate<T extends Int32Array | Float32Array>(kind: { new (length: n
   return out;
 }
 
+/** The SVD crossover's phases, as they end: the Gram matrices read back, the host's factorisations done. */
+export type SvdPhase = 'grams' | 'mixes';
+
 export class BankEvolution {
   private readonly backend: Backend;
   private readonly pool: Piscina | null;
 
-  /** `workers` > 1 runs the SVD crossover's small factorisations on that many threads (same results). */
+  /**
+   * `workers` > 1 runs the SVD crossover's small factorisations on that many threads (same results).
+   * `phaseEnded` hears of each SVD phase's end (bench/evolution.ts times them; nothing decides on it).
+   */
   constructor(
     private readonly bank: LoraBank,
     private readonly config: LlamaConfig,
     readonly workers = 1,
+    private readonly phaseEnded: (phase: SvdPhase) => void = () => {},
   ) {
     this.backend = bank.backend;
     this.pool = workers > 1 ? new Piscina({ filename: compiledWorker(new URL('./mixes-worker.js', import.meta.url)), minThreads: workers, maxThreads: workers, idleTimeout: Infinity }) : null;
@@ -156,10 +163,12 @@ export class BankEvolution {
     b.free(allGramBases);
     const values = await b.readF32(grams);
     b.free(grams);
+    this.phaseEnded('grams');
     const gramOf = (v: number) => Float64Array.from(values.subarray(v * n * n, (v + 1) * n * n));
     const jobs: MixesJob[] = [];
     for (let v = 0; v < views.length; v += 2) jobs.push({ gramB: gramOf(v + 1), gramA: gramOf(v), r: R, w1, w2 });
     const mixes = await this.mixes(jobs);
+    this.phaseEnded('mixes');
     // When a blend has rank below R, the child's region is cleared first: its columns (B) and rows (A) past that
     // rank stay zero. (At full rank the combine writes every one of them.)
     if (mixes.some(({ mixB, mixA }) => mixB.cols < R || mixA.cols < R)) this.blend(child, slot1, slot2, () => new Array<number>(2 * R).fill(0));
