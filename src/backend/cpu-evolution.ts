@@ -1,5 +1,5 @@
 // CPU twins of the evolution kernels (kernels/evolve_*.wgsl): float64 sums, the same addressing. The SVD
-// crossover's Gram and combine run the host operators' tiled loops (stacked-vectors.ts).
+// crossover's Gram and combine run stacked-vectors.ts (a WebAssembly kernel), as the host operator does.
 
 import { assert, type SlotMutation, type Tensor } from './backend.js';
 import { f32Of, i32Of } from './cpu-tensor.js';
@@ -38,7 +38,7 @@ export function gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tenso
   o.set(gram(Array.from(b, (base): VectorRef => [xs, base]), length, stride), outOffset);
 }
 
-/** The child's vectors are written block by block as they are made: they must not alias the parents' (they never do: the child has its own slot). */
+/** The child's vectors may interleave with the parents' but not share an element with them (checked: the child has its own slot). */
 export function combineInPlace(x: Tensor, bases: Tensor, basesFrom: number, mix: Tensor, mixFrom: number, n: number, keep: number, length: number, stride: number): void {
   const xs = f32Of(x);
   const b = i32Of(bases).subarray(basesFrom, basesFrom + n + keep);
