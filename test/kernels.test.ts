@@ -386,7 +386,7 @@ describe.skipIf(!gpu)('WebGPU uploads and reads', () => {
 });
 
 describe.skipIf(!gpu)('evolution kernels against the CPU reference', () => {
-  it('gramInto and combineInPlace, for rows and strided columns, lengths off the tile size', async () => {
+  it('gramsInto (several Grams, different n, one call) and combineInPlace, for rows and strided columns, lengths off the tile size', async () => {
     const cpu = new CpuBackend();
     const rng = seedrandom('evolve-kernels');
     const data = Float32Array.from({ length: 6000 }, () => rng() * 2 - 1);
@@ -397,12 +397,13 @@ describe.skipIf(!gpu)('evolution kernels against the CPU reference', () => {
       const at = (i: number) => 1 + i * (stride === 1 ? length : 1);
       const bases = Int32Array.from({ length: 2 + n + keep }, (_, i) => (i < 2 ? 0 : at(i - 2)));
       const mix = Float32Array.from({ length: n * keep }, () => rng() * 2 - 1);
+      const half = Math.ceil(n / 2); // a second Gram of the first vectors, after the first: its own n and offset
       const run = async (b: Backend) => {
         const x = b.upload(data, [data.length]);
-        const out = b.zeros([2 + n * n]);
+        const out = b.zeros([2 + n * n + half * half]);
         const basesTensor = b.uploadI32(bases, [bases.length]);
         const mixTensor = b.upload(Float32Array.of(9, ...mix), [1 + n * keep]);
-        b.gramInto(out, 2, x, basesTensor, 2, n, length, stride);
+        b.gramsInto(out, basesTensor, [{ x, first: 2, n, length, stride, outOffset: 2 }, { x, first: 2, n: half, length, stride, outOffset: 2 + n * n }]);
         b.combineInPlace(x, basesTensor, 2, mixTensor, 1, n, keep, length, stride);
         const result = [await b.readF32(out), await b.readF32(x)] as const;
         [x, out, basesTensor, mixTensor].forEach((t) => b.free(t));
@@ -411,6 +412,7 @@ describe.skipIf(!gpu)('evolution kernels against the CPU reference', () => {
       const [[gramCpu, xCpu], [gramGpu, xGpu]] = await Promise.all([run(cpu), run(gpu!)]);
       expect(relative(gramGpu, gramCpu), `gram n ${n} length ${length} stride ${stride}`).toBeLessThan(1e-5);
       expect([gramGpu[0], gramGpu[1]]).toEqual([0, 0]); // before outOffset: untouched
+      for (let i = 0; i < half; i++) for (let j = 0; j < half; j++) expect(gramCpu[2 + n * n + i * half + j]).toBe(gramCpu[2 + i * n + j]);
       expect(relative(xGpu, xCpu), `combine n ${n} keep ${keep}`).toBeLessThan(1e-5);
     }
   });

@@ -139,11 +139,21 @@ export interface Backend {
   // x[outSlot·S + i] = weights[0, k]·x[slot1·S + i] + weights[1, k]·x[slot2·S + i], k = floor(i / divisor) % R.
   // weights: [2, R]. The child's region must differ from the parents'.
   mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor): void;
-  // out[outOffset + i·n + j] = Σ_k v_i[k]·v_j[k], v_i[k] = x[bases[first + i] + k·stride], k < length.  bases: i32
-  gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, first: number, n: number, length: number, stride: number): void;
+  // For each Gram g: out[g.outOffset + i·n + j] = Σ_k v_i[k]·v_j[k], v_i[k] = g.x[bases[g.first + i] + k·g.stride],
+  // k < g.length. bases: i32. One call for many Grams lets the device add up all their partial sums at once.
+  gramsInto(out: Tensor, bases: Tensor, grams: readonly GramOfVectors[]): void;
   // x[bases[b + n + j] + k·stride] = Σ_i mix[m + i·keep + j] · x[bases[b + i] + k·stride] for j < keep, k < length.
   // bases: i32, mix: f32 (n·keep values from m); the outputs must not overlap the inputs.
   combineInPlace(x: Tensor, bases: Tensor, b: number, mix: Tensor, m: number, n: number, keep: number, length: number, stride: number): void;
+}
+
+export interface GramOfVectors {
+  x: Tensor; // f32, holding the vectors
+  first: number; // the vectors' bases are bases[first .. first + n - 1]
+  n: number;
+  length: number;
+  stride: number;
+  outOffset: number; // where its [n, n] goes in out
 }
 
 export interface SlotMutation {

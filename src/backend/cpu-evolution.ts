@@ -1,7 +1,7 @@
 // CPU twins of the evolution kernels (kernels/evolve_*.wgsl): float64 sums, the same addressing. The SVD
 // crossover's Gram and combine run stacked-vectors.ts (a WebAssembly kernel), as the host operator does.
 
-import { assert, type SlotMutation, type Tensor } from './backend.js';
+import { assert, type GramOfVectors, type SlotMutation, type Tensor } from './backend.js';
 import { f32Of, i32Of } from './cpu-tensor.js';
 import { perturbInPlace } from './noise.js';
 import { combine, gram, type VectorRef } from './stacked-vectors.js';
@@ -31,11 +31,14 @@ export function mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, sl
   }
 }
 
-export function gramInto(out: Tensor, outOffset: number, x: Tensor, bases: Tensor, first: number, n: number, length: number, stride: number): void {
-  const [o, xs] = [f32Of(out), f32Of(x)];
-  const b = i32Of(bases).subarray(first, first + n);
-  assert(outOffset + n * n <= o.length && b.length === n, `gramInto: ${n}x${n} at ${outOffset} does not fit ${o.length}, or fewer than ${n} bases from ${first}`);
-  o.set(gram(Array.from(b, (base): VectorRef => [xs, base]), length, stride), outOffset);
+export function gramsInto(out: Tensor, bases: Tensor, grams: readonly GramOfVectors[]): void {
+  const o = f32Of(out);
+  for (const { x, first, n, length, stride, outOffset } of grams) {
+    const b = i32Of(bases).subarray(first, first + n);
+    assert(outOffset + n * n <= o.length && b.length === n, `gramsInto: ${n}x${n} at ${outOffset} does not fit ${o.length}, or fewer than ${n} bases from ${first}`);
+    const xs = f32Of(x);
+    o.set(gram(Array.from(b, (base): VectorRef => [xs, base]), length, stride), outOffset);
+  }
 }
 
 /** The child's vectors may interleave with the parents' but not share an element with them (checked: the child has its own slot). */

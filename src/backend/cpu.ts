@@ -240,6 +240,6 @@ export class CpuBackend implements Backend {
   // Evolution ops: cpu-evolution.ts.
   mutateSlotInto = evolution.mutateSlotInto;
   mixSlotsInPlace = evolution.mixSlotsInPlace;
-  gramInto = evolution.gramInto;
+  gramsInto = evolution.gramsInto;
   combineInPlace = evolution.combineInPlace;
 }

@@ -14,6 +14,7 @@ export interface GpuContext {
   recorder: Recorder;
   dummy: GPUBuffer;
   output(shape: readonly number[], dtype?: 'f32' | 'i32'): GpuTensor;
+  uploadI32(data: Int32Array, shape: readonly number[]): Tensor;
   free(t: Tensor): void;
   f32(t: Tensor, what: string): GpuTensor;
   i32(t: Tensor, count: number, what: string): GpuTensor;

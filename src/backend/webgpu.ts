@@ -60,6 +60,7 @@ class WebGpuBackend implements Backend {
       recorder: this.recorder,
       dummy: this.dummy,
       output: (shape: readonly number[], dtype?: 'f32' | 'i32') => this.output(shape, dtype),
+      uploadI32: (data: Int32Array, shape: readonly number[]) => this.uploadI32(data, shape),
       free: (t: Tensor) => this.free(t),
       f32: (t: Tensor, what: string) => this.f32(t, what),
       i32: (t: Tensor, count: number, what: string) => this.i32(t, count, what),
@@ -379,6 +380,6 @@ class WebGpuBackend implements Backend {
   adamwInPlace: Backend['adamwInPlace'] = (...args) => this.backward.adamwInPlace(...args);
   mutateSlotInto: Backend['mutateSlotInto'] = (...args) => this.evolution.mutateSlotInto(...args);
   mixSlotsInPlace: Backend['mixSlotsInPlace'] = (...args) => this.evolution.mixSlotsInPlace(...args);
-  gramInto: Backend['gramInto'] = (...args) => this.evolution.gramInto(...args);
+  gramsInto: Backend['gramsInto'] = (...args) => this.evolution.gramsInto(...args);
   combineInPlace: Backend['combineInPlace'] = (...args) => this.evolution.combineInPlace(...args);
 }

@@ -159,7 +159,7 @@ export class BankEvolution {
     const gramBases = views.map((view) => this.bases(view, [slot1, slot2]));
     const allGramBases = b.uploadI32(concatenate(Int32Array, gramBases.map((g) => g.bases)), [views.length * n]);
     const grams = b.zeros([views.length, n, n]);
-    gramBases.forEach(({ length, stride }, v) => b.gramInto(grams, v * n * n, views[v]!.tensor, allGramBases, v * n, n, length, stride));
+    b.gramsInto(grams, allGramBases, gramBases.map(({ length, stride }, v) => ({ x: views[v]!.tensor, first: v * n, n, length, stride, outOffset: v * n * n })));
     b.free(allGramBases);
     const values = await b.readF32(grams);
     b.free(grams);
