@@ -47,7 +47,7 @@ const backends: Array<[string, Backend | undefined, number]> = [
 ];
 
 describe.each(backends)('device evolution on %s', (_name, backend, tolerance) => {
-  it.runIf(backend)('mutates as the host operator does (all entries, and sparse on some modules)', async () => {
+  it.runIf(backend)('mutates as the host operator does (all entries, sparse on some modules, in place)', async () => {
     const { bank, evolution } = bankWithParents(backend!);
     for (const options of [{ sigma: 0.1, seed: 7 }, { sigma: 0.3, seed: 9, fraction: 0.25, modules: ['v_proj'] as const, layers: [1] }]) {
       evolution.mutate(2, 0, { ...options, modules: options.modules ? [...options.modules] : undefined });
@@ -55,6 +55,8 @@ describe.each(backends)('device evolution on %s', (_name, backend, tolerance) =>
       expect(relativeError(child, mutate(parent1, { ...options, modules: options.modules ? [...options.modules] : undefined }))).toBeLessThan(tolerance);
       expect(relativeError(await bank.read(0), parent1)).toBe(0); // the parent is untouched
     }
+    evolution.mutate(1, 1, { sigma: 0.1, seed: 7 }); // in place
+    expect(relativeError(await bank.read(1), mutate(parent2, { sigma: 0.1, seed: 7 }))).toBeLessThan(tolerance);
     bank.destroy();
   });
 
