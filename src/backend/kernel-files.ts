@@ -17,8 +17,13 @@ export function kernelsDirectory(): string {
 
 /** An instance of kernels/cpu/<name>.wasm (each thread makes its own). */
 export function loadCpuKernel<T>(name: string): T & { memory: WebAssembly.Memory } {
-  const module = new WebAssembly.Module(readFileSync(join(kernelsDirectory(), 'cpu', `${name}.wasm`)));
-  return new WebAssembly.Instance(module).exports as unknown as T & { memory: WebAssembly.Memory };
+  const file = join(kernelsDirectory(), 'cpu', `${name}.wasm`);
+  try {
+    return new WebAssembly.Instance(new WebAssembly.Module(readFileSync(file))).exports as unknown as T & { memory: WebAssembly.Memory };
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new Error(`populora: cannot load the CPU kernel ${file}: ${why} (it needs WebAssembly with 128-bit SIMD: Node 20 or later on x64 with SSE4.1, or on arm64; after editing its .wat, run npm run build:wasm)`);
+  }
 }
 
 /** Byte offsets of regions of the given sizes laid end to end from byte 0, each 16-byte aligned; grows the memory to hold them. */
