@@ -143,7 +143,7 @@ export interface Backend {
   // k < g.length. bases: i32. One call for many Grams lets the device add up all their partial sums at once.
   gramsInto(out: Tensor, bases: Tensor, grams: readonly GramOfVectors[]): void;
   // x[bases[b + n + j] + k·stride] = Σ_i mix[m + i·keep + j] · x[bases[b + i] + k·stride] for j < keep, k < length.
-  // bases: i32, mix: f32 (n·keep values from m); the outputs must not overlap the inputs.
+  // bases: i32, mix: f32 (n·keep values from m); an output may interleave with the inputs but not share an element.
   combineInPlace(x: Tensor, bases: Tensor, b: number, mix: Tensor, m: number, n: number, keep: number, length: number, stride: number): void;
 }
 
