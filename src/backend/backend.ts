@@ -136,9 +136,9 @@ export interface Backend {
   // x[child·S + i] = x[parent·S + i] + sigma · sqrt(sums[0] / S) · z_i, z the hashed Gaussian of
   // src/evolution/operators.ts, sums[0] the parent's sum of squares; child may be parent (in place).
   mutateSlotInto(x: Tensor, slotSize: number, child: number, parent: number, sums: Tensor, o: SlotMutation): void;
-  // x[outSlot·S + i] = weights[0, k]·x[slot1·S + i] + weights[1, k]·x[slot2·S + i], k = floor(i / divisor) % R.
-  // weights: [2, R]. The child's region must differ from the parents'.
-  mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor): void;
+  // x[outSlot·S + i] = weights[w + k]·x[slot1·S + i] + weights[w + R + k]·x[slot2·S + i], k = floor(i / divisor) % R.
+  // weights: f32, 2R values from w (c1 then c2). The child's region must differ from the parents'.
+  mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor, w: number, R: number): void;
   // For each Gram g: out[g.outOffset + i·n + j] = Σ_k v_i[k]·v_j[k], v_i[k] = g.x[bases[g.first + i] + k·g.stride],
   // k < g.length. bases: i32. One call for many Grams lets the device add up all their partial sums at once.
   gramsInto(out: Tensor, bases: Tensor, grams: readonly GramOfVectors[]): void;

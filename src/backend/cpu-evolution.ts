@@ -19,11 +19,11 @@ export function mutateSlotInto(x: Tensor, slotSize: number, child: number, paren
   perturbInPlace(region, scale, o.seed, o.stream, o.fraction);
 }
 
-export function mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor): void {
+export function mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor, wFrom: number, R: number): void {
   assert(outSlot !== slot1 && outSlot !== slot2, 'mixSlotsInPlace: the child slot must differ from its parents');
   const [out, x1, x2] = [outSlot, slot1, slot2].map((s) => slotRegion(x, slotSize, s, 'mixSlotsInPlace')) as [Float32Array, Float32Array, Float32Array];
-  const w = f32Of(weights);
-  const R = w.length / 2;
+  const w = f32Of(weights).subarray(wFrom, wFrom + 2 * R);
+  assert(w.length === 2 * R, `mixSlotsInPlace: ${w.length} weights from ${wFrom}, not 2 · ${R}`);
   // k = floor(i / divisor) % R, counted along instead of divided out.
   for (let i = 0, k = 0, left = divisor; i < slotSize; i++) {
     out[i] = w[k]! * x1[i]! + w[R + k]! * x2[i]!;

@@ -24,10 +24,11 @@ export class EvolutionKernels {
     this.g.recorder.dispatch('evolve_mutate', {}, fields, [this.g.f32(x, 'mutateSlotInto: x'), this.g.f32(sums, 'mutateSlotInto: sums')], Math.ceil(slotSize / 2 / 256));
   }
 
-  mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor): void {
+  mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, slot1: number, slot2: number, divisor: number, weights: Tensor, w: number, R: number): void {
     this.checkSlots(x, slotSize, [outSlot, slot1, slot2], 'mixSlotsInPlace');
     assert(outSlot !== slot1 && outSlot !== slot2, 'mixSlotsInPlace: the child slot must differ from its parents');
-    const fields: Field[] = [['u32', slotSize], ['u32', outSlot], ['u32', slot1], ['u32', slot2], ['u32', divisor], ['u32', numel(weights.shape) / 2]];
+    assert(w + 2 * R <= numel(weights.shape), `mixSlotsInPlace: 2 · ${R} weights from ${w} do not fit ${numel(weights.shape)}`);
+    const fields: Field[] = [['u32', slotSize], ['u32', outSlot], ['u32', slot1], ['u32', slot2], ['u32', divisor], ['u32', R], ['u32', w]];
     this.g.recorder.dispatch('evolve_mix', {}, fields, [this.g.f32(x, 'mixSlotsInPlace: x'), this.g.f32(weights, 'mixSlotsInPlace: weights')], Math.ceil(slotSize / 256));
   }
 

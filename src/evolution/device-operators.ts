@@ -96,11 +96,11 @@ export class BankEvolution {
 
   /** Blends two slots into `child` per factor: weights(view) gives [c1 per component, c2 per component]. */
   private blend(child: number, slot1: number, slot2: number, weights: (view: FactorView) => number[], views = this.factors()): void {
-    for (const view of views) {
-      const w = this.backend.upload(Float32Array.from(weights(view)), [2, this.bank.rank]);
-      this.backend.mixSlotsInPlace(view.tensor, view.slotSize, child, slot1, slot2, view.divisor, w);
-      this.backend.free(w);
-    }
+    if (views.length === 0) return;
+    const R = this.bank.rank;
+    const all = this.backend.upload(Float32Array.from(views.flatMap(weights)), [views.length * 2 * R]); // one upload for every factor
+    views.forEach((view, v) => this.backend.mixSlotsInPlace(view.tensor, view.slotSize, child, slot1, slot2, view.divisor, all, v * 2 * R, R));
+    this.backend.free(all);
   }
 
   /** child ← parent + noise scaled to each factor's RMS (the parent's slot is left as it is when they differ). */
