@@ -2,7 +2,8 @@
 // compiler; run this after editing a .wat (npm run build:wasm). test/stacked-vectors.test.ts fails when a
 // committed .wasm is not what its .wat compiles to.
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import wabtModule from 'wabt';
 
 /** The WebAssembly binary of one .wat file (128-bit SIMD enabled, no debug names). */
@@ -18,7 +19,7 @@ export async function compileWat(path) {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (fileURLToPath(import.meta.url) === resolve(process.argv[1] ?? '')) {
   const directory = import.meta.dirname;
   for (const file of readdirSync(directory).filter((f) => f.endsWith('.wat')).sort()) {
     const binary = await compileWat(join(directory, file));
