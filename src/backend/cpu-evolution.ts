@@ -32,9 +32,9 @@ export function mixSlotsInPlace(x: Tensor, slotSize: number, outSlot: number, sl
 }
 
 export function gramsInto(out: Tensor, bases: Tensor, grams: readonly GramOfVectors[]): void {
-  const o = f32Of(out);
+  const [o, allBases] = [f32Of(out), i32Of(bases)];
   for (const { x, first, n, length, stride, outOffset } of grams) {
-    const b = i32Of(bases).subarray(first, first + n);
+    const b = allBases.subarray(first, first + n);
     assert(outOffset + n * n <= o.length && b.length === n, `gramsInto: ${n}x${n} at ${outOffset} does not fit ${o.length}, or fewer than ${n} bases from ${first}`);
     const xs = f32Of(x);
     o.set(gram(Array.from(b, (base): VectorRef => [xs, base]), length, stride), outOffset);

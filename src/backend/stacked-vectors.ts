@@ -80,7 +80,7 @@ interface Span {
 function stage(refs: readonly VectorRef[], length: number, stride: number, outputsFrom: number): { spans: Span[]; bases: Int32Array; floats: number } {
   const reach = (length - 1) * stride + 1;
   const byArray = new Map<Float32Array, number[]>();
-  refs.forEach(([data], v) => byArray.set(data, [...(byArray.get(data) ?? []), v]));
+  refs.forEach(([data], v) => (byArray.get(data) ?? byArray.set(data, []).get(data)!).push(v));
   const spans: Span[] = [];
   const spanOf = new Array<Span>(refs.length);
   let floats = 0;
