@@ -5,7 +5,8 @@
 // With fraction < 1 only the entries whose uniform(seed ^ 0x5bd1e995, stream, i) <= fraction move (sparse mutation).
 // Bindings: p: Params; x: [slots · slotSize] f32, read and written; sums: [1] f32 (the parent slot's sum of squares)
 // Dispatch: ceil(slotSize / 2 / 256) workgroups of 256 threads (folded into (x, y) past 65535), one pair each.
-// The noise is f32 here and f64 on the CPU: the two agree to ~1e-6 relative, not bit for bit.
+// The noise is f32 here (WGSL log, cos, sin) and f64 on the CPU (from tables: src/backend/noise.ts): the two
+// agree to ~1e-6 relative, not bit for bit.
 
 struct Params { slotSize: u32, child: u32, parent: u32, seed: u32, stream: u32, sigma: f32, fraction: f32 }
 @group(0) @binding(0) var<uniform> p: Params;

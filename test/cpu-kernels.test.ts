@@ -1,9 +1,10 @@
-// The CPU kernels (kernels/cpu/*.wasm: the SVD crossover's Gram, combine and Jacobi rotations) against their
-// plain-loop references, the references against sums computed here, and the committed binaries against their text.
+// The CPU kernels (kernels/cpu/*.wasm: the SVD crossover's Gram, combine, Jacobi rotations and small products)
+// against their plain-loop references, the references against sums computed here, and the committed binaries
+// against their text.
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { combine, combineReference, gram, gramReference, type VectorRef } from '../src/backend/stacked-vectors.js';
-import { orthogonalizeColumns, orthogonalizeColumnsReference } from '../src/evolution/linalg.js';
+import { matrix, multiply, multiplyReference, orthogonalizeColumns, orthogonalizeColumnsReference } from '../src/evolution/linalg.js';
 // @ts-expect-error: a plain .mjs build script, without types
 import { compileWat } from '../kernels/cpu/build.mjs';
 
@@ -72,7 +73,7 @@ describe('stacked vectors (the SVD crossover on the CPU)', () => {
 
 });
 
-describe('Jacobi rotations (the SVD of the crossover core)', () => {
+describe('small matrices (the SVD of the crossover core)', () => {
   it('the kernel turns the columns as the reference does, bit for bit, into orthogonal columns', () => {
     for (const [rows, cols] of [[1, 1], [2, 3], [7, 5], [32, 32], [33, 16]] as const) {
       const w = Float64Array.from({ length: rows * cols }, (_, i) => Math.sin(i * 2.3) * (1 + (i % 4)));
@@ -88,13 +89,30 @@ describe('Jacobi rotations (the SVD of the crossover core)', () => {
       expect(dot(fast, fast)).toBeCloseTo(dot(w, w), 8);
     }
   });
+
+  it('the product kernel equals the reference bit for bit, and the reference equals a triple loop', () => {
+    for (const [rows, inner, cols] of [[1, 1, 1], [2, 3, 5], [7, 4, 1], [32, 32, 32], [33, 16, 7]] as const) {
+      // Some entries of a are zero: both skip those rows of b.
+      const a = matrix(rows, inner, Float64Array.from({ length: rows * inner }, (_, i) => (i % 5 === 2 ? 0 : Math.sin(i * 0.9))));
+      const b = matrix(inner, cols, Float64Array.from({ length: inner * cols }, (_, i) => Math.cos(i * 1.3) / (1 + (i % 3))));
+      const reference = multiplyReference(a, b);
+      expect(bits(multiply(a, b).data)).toEqual(bits(reference.data));
+      for (let i = 0; i < rows; i++)
+        for (let j = 0; j < cols; j++) {
+          let sum = 0;
+          for (let k = 0; k < inner; k++) sum += a.data[i * inner + k]! * b.data[k * cols + j]!;
+          expect(reference.data[i * cols + j]).toBe(sum);
+        }
+    }
+    expect(() => multiply(matrix(2, 3), matrix(2, 3))).toThrow(/multiply: \[2, 3\] · \[2, 3\]/);
+  });
 });
 
 describe('kernels/cpu binaries', () => {
   it('each committed .wasm is what its .wat compiles to (run npm run build:wasm after editing one)', async () => {
     const directory = new URL('../kernels/cpu/', import.meta.url).pathname;
     const sources = readdirSync(directory).filter((f) => f.endsWith('.wat'));
-    expect(sources.sort()).toEqual(['jacobi.wat', 'stacked_vectors.wat']);
+    expect(sources.sort()).toEqual(['small_matrices.wat', 'stacked_vectors.wat']);
     for (const source of sources) {
       const built = (await compileWat(directory + source)) as Buffer;
       expect(built.equals(readFileSync(directory + source.replace(/\.wat$/, '.wasm'))), source).toBe(true);

@@ -1,5 +1,5 @@
 // Compiles each kernels/cpu/*.wat to the .wasm beside it. The binaries are committed, so the runtime needs no
-// compiler; run this after editing a .wat (npm run build:wasm). test/stacked-vectors.test.ts fails when a
+// compiler; run this after editing a .wat (npm run build:wasm). test/cpu-kernels.test.ts fails when a
 // committed .wasm is not what its .wat compiles to.
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';

@@ -38,8 +38,8 @@ function concatenate<T extends Int32Array | Float32Array>(kind: { new (length: n
   return out;
 }
 
-/** The SVD crossover's phases, as they end: the Gram matrices read back, the host's factorisations done. */
-export type SvdPhase = 'grams' | 'mixes';
+/** The SVD crossover's phases, as they end: the Grams' work recorded, read back, the host's factorisations done. */
+export type SvdPhase = 'gramsRecorded' | 'grams' | 'mixes';
 
 export class BankEvolution {
   private readonly backend: Backend;
@@ -161,6 +161,7 @@ export class BankEvolution {
     const grams = b.zeros([views.length, n, n]);
     b.gramsInto(grams, allGramBases, gramBases.map(({ length, stride }, v) => ({ x: views[v]!.tensor, first: v * n, n, length, stride, outOffset: v * n * n })));
     b.free(allGramBases);
+    this.phaseEnded('gramsRecorded');
     const values = await b.readF32(grams);
     b.free(grams);
     this.phaseEnded('grams');

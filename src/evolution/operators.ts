@@ -194,9 +194,14 @@ function svdCrossover(f1: LoraFactors, f2: LoraFactors, r: number, inFeatures: n
 export function svdMixes(gramB: Matrix, gramA: Matrix, r: number, w1: number, w2: number): { mixB: Matrix; mixA: Matrix } {
   const p = gramFactor(gramB);
   const q = gramFactor(gramA);
-  const weighted = matrix(p.r.rows, 2 * r, p.r.data.map((x, i) => x * (i % (2 * r) < r ? w1 : w2)));
+  const weighted = matrix(p.r.rows, 2 * r, p.r.data.slice()); // Rp·diag(w1, w2): columns of [B1 B2] weighted
+  for (let i = 0; i < weighted.rows; i++) for (let j = 0; j < 2 * r; j++) weighted.data[i * 2 * r + j]! *= j < r ? w1 : w2;
   const { u, s, v } = svd(multiply(weighted, transpose(q.r))); // core [kp, kq]
   const keep = Math.min(r, s.length);
-  const scaled = (m: Matrix) => matrix(m.rows, keep, Float64Array.from({ length: m.rows * keep }, (_, i) => m.data[Math.floor(i / keep) * m.cols + (i % keep)]! * Math.sqrt(s[i % keep]!)));
+  const scaled = (m: Matrix) => {
+    const out = matrix(m.rows, keep);
+    for (let i = 0; i < m.rows; i++) for (let j = 0; j < keep; j++) out.data[i * keep + j] = m.data[i * m.cols + j]! * Math.sqrt(s[j]!);
+    return out;
+  };
   return { mixB: p.toQ(scaled(u)), mixA: q.toQ(scaled(v)) };
 }

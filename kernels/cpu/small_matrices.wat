@@ -1,20 +1,41 @@
-;; One-sided Jacobi (Hestenes) on the columns of a small float64 matrix, the SVD crossover's inner loop: the fast
-;; path of orthogonalizeColumnsReference in src/evolution/linalg.ts, step for step (the same products in the same
-;; order, the same rotation formulas), so the results are equal bit for bit.
+;; Small dense float64 matrices, the SVD crossover's factorisations: the fast paths of the references in
+;; src/evolution/linalg.ts, step for step (the same products in the same order, the same formulas), so the results
+;; are equal bit for bit.
+;;
+;; orthogonalizeColumns: one-sided Jacobi (Hestenes) on the columns of w (orthogonalizeColumnsReference).
 ;;   w [cols, rows] f64 at `w` (column j at j·rows, the columns turned in place until every pair is orthogonal)
 ;;   norms f64 [cols] at `norms`: scratch, the squared norms carried through a sweep's rotations
-;; Per sweep: norms recomputed; for each pair p < q in row order, γ = w_p·w_q (sequential, scalar); skipped when
+;; Per sweep: norms recomputed; for each pair p < q in row order, γ = w_p·w_q (four interleaved sums: $dot); skipped when
 ;; γ = 0 or |γ| <= 1e-15·sqrt(α·β); else ζ = (β - α) / 2γ, t = sign(ζ) / (|ζ| + sqrt(1 + ζ²)) (sign(0) = 1),
 ;; c = 1 / sqrt(1 + t²), s = c·t, (w_p, w_q) <- (c·w_p - s·w_q, s·w_p + c·w_q) two rows at a time (f64x2),
 ;; α <- max(0, α - tγ), β <- max(0, β + tγ). Stops after a sweep without a rotation, or after `sweeps`.
-;; Memory: w and norms 16-byte aligned; rows even or odd (the last odd row is turned on its own).
+;;
+;; multiply: out [rows, cols] = x [rows, inner] · y [inner, cols] (multiplyReference), row-major at `out`, `x`, `y`
+;; (out disjoint from both). Row i of out is a sum of the rows of y in k order, x[i, k]·y[k, :] two columns at a
+;; time (f64x2), a row skipped where x[i, k] is zero.
+;;
+;; Memory: 16-byte aligned regions; any row lengths (odd tails are done one value at a time).
 
 (module
   (memory (export "memory") 1)
 
+  ;; Σ x_i·y_i in four interleaved sums (i mod 4: two f64x2 accumulators), added as (s0 + s2) + (s1 + s3), then
+  ;; the last rows % 4 in order: four chains of dependent adds instead of one.
   (func $dot (param $x i32) (param $y i32) (param $rows i32) (result f64)
-    (local $sum f64) (local $end i32)
+    (local $sum f64) (local $end i32) (local $quadsEnd i32) (local $low v128) (local $high v128)
     (local.set $end (i32.add (local.get $x) (i32.shl (local.get $rows) (i32.const 3))))
+    (local.set $quadsEnd (i32.add (local.get $x) (i32.shl (i32.and (local.get $rows) (i32.const -4)) (i32.const 3))))
+    (local.set $low (f64x2.splat (f64.const 0)))
+    (local.set $high (f64x2.splat (f64.const 0)))
+    (block $quadsDone (loop $quads
+      (br_if $quadsDone (i32.ge_u (local.get $x) (local.get $quadsEnd)))
+      (local.set $low (f64x2.add (local.get $low) (f64x2.mul (v128.load (local.get $x)) (v128.load (local.get $y)))))
+      (local.set $high (f64x2.add (local.get $high) (f64x2.mul (v128.load offset=16 (local.get $x)) (v128.load offset=16 (local.get $y)))))
+      (local.set $x (i32.add (local.get $x) (i32.const 32)))
+      (local.set $y (i32.add (local.get $y) (i32.const 32)))
+      (br $quads)))
+    (local.set $low (f64x2.add (local.get $low) (local.get $high)))
+    (local.set $sum (f64.add (f64x2.extract_lane 0 (local.get $low)) (f64x2.extract_lane 1 (local.get $low))))
     (block $done (loop $values
       (br_if $done (i32.ge_u (local.get $x) (local.get $end)))
       (local.set $sum (f64.add (local.get $sum) (f64.mul (f64.load (local.get $x)) (f64.load (local.get $y)))))
@@ -90,4 +111,34 @@
         (br $ps)))
       (br_if $converged (i32.eqz (local.get $rotated)))
       (local.set $sweep (i32.add (local.get $sweep) (i32.const 1)))
-      (br $sweeps)))))
+      (br $sweeps))))
+
+  (func (export "multiply") (param $out i32) (param $x i32) (param $y i32) (param $rows i32) (param $inner i32) (param $cols i32)
+    (local $i i32) (local $k i32) (local $o i32) (local $oEnd i32) (local $pairsEnd i32) (local $yk i32) (local $xik f64) (local $splat v128)
+    (local $rowBytes i32)
+    (local.set $rowBytes (i32.shl (local.get $cols) (i32.const 3)))
+    (memory.fill (local.get $out) (i32.const 0) (i32.mul (local.get $rows) (local.get $rowBytes)))
+    (block $rowsDone (loop $rowsLoop
+      (br_if $rowsDone (i32.ge_u (local.get $i) (local.get $rows)))
+      (local.set $k (i32.const 0))
+      (block $innerDone (loop $innerLoop
+        (br_if $innerDone (i32.ge_u (local.get $k) (local.get $inner)))
+        (local.set $xik (f64.load (i32.add (local.get $x) (i32.shl (i32.add (i32.mul (local.get $i) (local.get $inner)) (local.get $k)) (i32.const 3)))))
+        (if (f64.ne (local.get $xik) (f64.const 0)) (then
+          (local.set $splat (f64x2.splat (local.get $xik)))
+          (local.set $o (i32.add (local.get $out) (i32.mul (local.get $i) (local.get $rowBytes))))
+          (local.set $oEnd (i32.add (local.get $o) (local.get $rowBytes)))
+          (local.set $pairsEnd (i32.add (local.get $o) (i32.shl (i32.and (local.get $cols) (i32.const -2)) (i32.const 3))))
+          (local.set $yk (i32.add (local.get $y) (i32.mul (local.get $k) (local.get $rowBytes))))
+          (block $pairsDone (loop $pairs
+            (br_if $pairsDone (i32.ge_u (local.get $o) (local.get $pairsEnd)))
+            (v128.store (local.get $o) (f64x2.add (v128.load (local.get $o)) (f64x2.mul (local.get $splat) (v128.load (local.get $yk)))))
+            (local.set $o (i32.add (local.get $o) (i32.const 16)))
+            (local.set $yk (i32.add (local.get $yk) (i32.const 16)))
+            (br $pairs)))
+          (if (i32.lt_u (local.get $o) (local.get $oEnd)) (then
+            (f64.store (local.get $o) (f64.add (f64.load (local.get $o)) (f64.mul (local.get $xik) (f64.load (local.get $yk)))))))))
+        (local.set $k (i32.add (local.get $k) (i32.const 1)))
+        (br $innerLoop)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $rowsLoop)))))
