@@ -205,4 +205,14 @@ describe('bad adapters give named errors', () => {
     writeSafetensors(join(renamed, 'adapter_model.safetensors'), [...tensors].map(([name, t]) => ({ name: name.replace('.weight', '.default.weight'), dtype: t.dtype, shape: t.shape, data: t.decode() })));
     expect(() => loadPeftAdapter(renamed, tiny)).toThrow(/tensor "base_model\.model\.model\.layers\.0\.self_attn\.v_proj\.lora_A\.weight" is missing/);
   });
+
+  it('in adapter_model.safetensors: a NaN or an infinity, named with its tensor and place', () => {
+    for (const [bad, shown] of [[Number.NaN, 'NaN'], [-Infinity, '-Infinity']] as const) {
+      const broken = join(dir, `adapter-${shown}`);
+      const adapter = randomAdapter(tiny, { rank: 2, targets: ['v_proj'], seed: 1, init: 'gaussian' });
+      adapter.layers[1]!.v_proj!.b[2 * 5 + 1] = bad; // B [out, r]: row 5, column 1
+      savePeftAdapter(broken, adapter);
+      expect(() => loadPeftAdapter(broken, tiny)).toThrow(`${join(broken, 'adapter_model.safetensors')}: tensor "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight" holds ${shown} at [5, 1]: an adapter's factors must be finite`);
+    }
+  });
 });

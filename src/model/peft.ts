@@ -124,7 +124,14 @@ export function loadPeftAdapter(dir: string, config?: LlamaConfig): LoraAdapter 
     if (t.shape.length !== 2 || expected.some((d, i) => d !== null && t.shape[i] !== d)) {
       throw new ModelFormatError(`${weightsFile}: tensor "${key}" has shape [${t.shape.join(', ')}], expected ${shown} (${why})`);
     }
-    return t.decode();
+    const values = t.decode();
+    // A NaN or an infinity would spread through every product that reads the adapter (a crossover child, logits).
+    const bad = values.findIndex((v) => !Number.isFinite(v));
+    if (bad >= 0) {
+      const at = `[${Math.floor(bad / t.shape[1]!)}, ${bad % t.shape[1]!}]`;
+      throw new ModelFormatError(`${weightsFile}: tensor "${key}" holds ${values[bad]} at ${at}: an adapter's factors must be finite (was it saved after its training diverged? take an earlier checkpoint)`);
+    }
+    return values;
   };
   const why = config ? `r = ${rank} in adapter_config.json and the base model's dimensions` : `r = ${rank} in adapter_config.json`;
   if (config && onlyLayers?.some((l) => l >= numLayers)) {
