@@ -1,6 +1,8 @@
 // Scenario files: defaults filled in, and every mistake named by file and field.
 import { describe, expect, it } from 'vitest';
 import { readdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { threadCount } from '../src/runtime/worker-threads.js';
 import { loadScenario, parseScenario } from '../src/scenario/scenario.js';
 
 const minimal = 'name: t1\nseed: 3\nsteps: 5\nmodel: { preset: tiny }\npopulation: { subpopulations: 2 }\n';
@@ -13,6 +15,11 @@ describe('scenarios', () => {
     expect(s.population.lora).toEqual({ rank: 8, modules: ['q_proj', 'v_proj'], init: 'peft' });
     expect(s.rl.entropyCoef).toBe(0.001);
     expect(s.evolution.every).toBe(0);
+    expect(s.evolution.threads).toBe('auto');
+    // auto: a core for each thread but the main one, at least one, at most 8; a number stays as it is.
+    expect(threadCount('auto')).toBe(Math.max(1, Math.min(8, availableParallelism() - 1)));
+    expect(threadCount(3)).toBe(3);
+    expect(parseScenario(`${minimal}evolution: { threads: 2 }\n`, 'min.yaml').evolution.threads).toBe(2);
   });
 
   it('name the file and field of each mistake', () => {
@@ -23,6 +30,8 @@ describe('scenarios', () => {
       [`${minimal.replace('{ subpopulations: 2 }', '{ subpopulations: 2, lora: { modules: [q_proj, lm_head] } }')}`, /field "population.lora.modules\[1\]"/],
       [minimal.replace('{ subpopulations: 2 }', '{ subpopulations: 1 }'), /"cross" pairs teachers with students of other sub-populations/],
       ['name: [unclosed\n', /^bad\.yaml: not valid YAML/],
+      [`${minimal}evolution: { threads: all }\n`, /field "evolution.threads": expected a whole number >= 1, or auto/],
+      [`${minimal}evolution: { threads: 0 }\n`, /field "evolution.threads": expected a whole number >= 1, or auto/],
     ];
     for (const [text, message] of cases) expect(() => parseScenario(text, 'bad.yaml')).toThrow(message);
   });

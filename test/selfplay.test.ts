@@ -68,7 +68,7 @@ describe('a self-play run', () => {
     // Two of each role per sub-population: the bottom half of each role is replaced by crossovers of the top half.
     const population = { ...scenario.population, teachers: 2, students: 2 };
     const evolving = { ...scenario, steps: 3, population, evolution: { ...scenario.evolution, every: 1, crossoverProbability: 1, crossover: 'svd' as const } };
-    const [inline, pooled] = [await run(evolving), await run({ ...evolving, evolution: { ...evolving.evolution, threads: 2 } })];
+    const [inline, pooled] = [await run({ ...evolving, evolution: { ...evolving.evolution, threads: 1 } }), await run({ ...evolving, evolution: { ...evolving.evolution, threads: 2 } })];
     expect(pooled.hash).toBe(inline.hash);
     const lineage = JSON.parse(readFileSync(join(inline.outDir, 'lineage.json'), 'utf8')) as Array<{ operator: string; step: number }>;
     expect(lineage.filter((l) => l.operator === 'crossover' && l.step < 2).length).toBeGreaterThan(0); // children that then play

@@ -43,7 +43,7 @@ export type SvdPhase = 'gramsRecorded' | 'grams' | 'mixes';
 
 export class BankEvolution {
   private readonly backend: Backend;
-  private readonly pool: Piscina | null;
+  private pool: Piscina | null = null; // started by the first SVD crossover that uses it
 
   /**
    * `workers` > 1 runs the SVD crossover's small factorisations on that many threads (same results).
@@ -56,17 +56,17 @@ export class BankEvolution {
     private readonly phaseEnded: (phase: SvdPhase) => void = () => {},
   ) {
     this.backend = bank.backend;
-    this.pool = workers > 1 ? new Piscina({ filename: compiledWorker(new URL('./mixes-worker.js', import.meta.url)), minThreads: workers, maxThreads: workers, idleTimeout: Infinity }) : null;
   }
 
   async close(): Promise<void> {
     await this.pool?.destroy();
+    this.pool = null;
   }
 
   /** svdMixes for every module: inline, or in one contiguous chunk per worker, concatenated in order. */
   private async mixes(jobs: MixesJob[]): Promise<ReturnType<typeof mixesChunk>> {
-    if (!this.pool) return mixesChunk(jobs);
-    const pool = this.pool;
+    if (this.workers <= 1) return mixesChunk(jobs);
+    const pool = (this.pool ??= new Piscina({ filename: compiledWorker(new URL('./mixes-worker.js', import.meta.url)), minThreads: this.workers, maxThreads: this.workers, idleTimeout: Infinity }));
     return (await Promise.all(contiguousChunks(jobs, this.workers).map((chunk) => pool.run(chunk) as Promise<ReturnType<typeof mixesChunk>>))).flat();
   }
 

@@ -22,6 +22,7 @@ import { ScenarioError } from '../scenario/scenario.js';
 import { AdamW } from '../train/adamw.js';
 import { LlamaTrainer } from '../train/llama-backward.js';
 import type { Service, World } from './world.js';
+import { threadCount } from './worker-threads.js';
 
 export interface MemberPlan {
   id: string;
@@ -102,7 +103,7 @@ export function buildSimulation(scenario: Scenario, parts: ModelParts, world: Wo
   const { sampling, rl } = scenario;
   const engine = new EngineService(
     { model: parts.model, bank, trainer, optimizer, tokenizer: parts.tokenizer },
-    { domain: DOMAINS[scenario.domain], seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef }, evolutionThreads: scenario.evolution.threads },
+    { domain: DOMAINS[scenario.domain], seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef }, evolutionThreads: threadCount(scenario.evolution.threads) },
   );
   const verifier = new VerifierService(pool);
   world.actor(ENGINE, null, engine.handler);

@@ -2,6 +2,7 @@
 // cut so that results never depend on the number of workers.
 
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 /**
@@ -20,4 +21,9 @@ export function contiguousChunks<T>(items: readonly T[], parts: number): T[][] {
   if (items.length === 0) return [];
   const size = Math.ceil(items.length / parts);
   return Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
+}
+
+/** Threads for a pool set to `auto`: one per core, less the main thread's, at most 8; a number is taken as it is. */
+export function threadCount(setting: number | 'auto'): number {
+  return setting === 'auto' ? Math.max(1, Math.min(8, availableParallelism() - 1)) : setting;
 }

@@ -12,6 +12,7 @@ import { LORA_MODULES } from '../model/peft.js';
 export const MATCHMAKING_POLICIES = ['self', 'within', 'cross', 'random', 'rating', 'pfsp'] as const;
 export const TASK_TYPES = [...ARITH_TASK_TYPES, ...CODE_TASK_TYPES] as const;
 
+const THREADS_EXPECTED = 'expected a whole number >= 1, or auto';
 const int = (min: number) => z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` });
 const positive = z.number({ error: 'expected a number' }).positive({ error: 'expected a positive number' });
 const probability = z.number({ error: 'expected a number' }).min(0, { error: 'expected a number in [0, 1]' }).max(1, { error: 'expected a number in [0, 1]' });
@@ -84,7 +85,12 @@ export const scenarioSchema = z.strictObject({
     optimizerState: z.enum(['reset', 'inherit']).default('reset'),
     fitness: z.enum(['rating', 'reward']).default('rating'), // rank by rating, or by mean reward over fitnessWindow steps
     fitnessWindow: int(1).default(5),
-    threads: int(1).default(1), // threads for the SVD crossover's small factorisations (same children with any number)
+    // threads for the SVD crossover's small factorisations: a number, or auto (cores less one, at most 8); the
+    // children are the same with any number
+    threads: z
+      .union([z.number(), z.literal('auto')], { error: THREADS_EXPECTED })
+      .refine((t) => t === 'auto' || (Number.isInteger(t) && t >= 1), { error: THREADS_EXPECTED })
+      .default('auto'),
   }).prefault({}),
   checkpointEvery: int(0).default(0), // save adapters every N steps (0: at the end only)
 });
