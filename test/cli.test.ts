@@ -9,7 +9,8 @@ import { loadModel } from '../src/model/checkpoint.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { LoraBank } from '../src/model/lora-bank.js';
 import { readNpy } from '../src/model/npy.js';
-import { loadPeftAdapter, type LoraAdapter, type LoraModule } from '../src/model/peft.js';
+import { loadPeftAdapter, savePeftAdapter, type LoraAdapter, type LoraModule } from '../src/model/peft.js';
+import { readSafetensors } from '../src/model/safetensors.js';
 import { maxAbs, maxAbsDiff } from './reference-llama.js';
 import { gpu } from './webgpu.js';
 
@@ -165,6 +166,20 @@ describe('populora evolve', () => {
     expect(populora('evolve', 'crossover', '--a', adapterDir, '--b', child, '--kind', 'svd', '--weights', '0.5,0.5', '--seed', '7', '--out', crossed).code).toBe(0);
     expect(JSON.parse(readFileSync(join(crossed, 'lineage.json'), 'utf8'))).toMatchObject({ parents: [adapterDir, child], operator: 'crossover', parameters: { kind: 'svd', weights: [0.5, 0.5] } });
     expect(loadPeftAdapter(crossed, config).rank).toBe(4);
+  });
+
+  it('writes the child of a bf16 parent in float32, which keeps noise finer than bf16 can hold', () => {
+    const { config } = loadModel(modelDir);
+    const bf16 = join(dir, 'adapter-bf16');
+    savePeftAdapter(bf16, loadPeftAdapter(adapterDir, config), { dtype: 'BF16' });
+    const child = join(dir, 'mutant-of-bf16');
+    expect(populora('evolve', 'mutate', '--adapter', bf16, '--sigma', '0.0001', '--seed', '3', '--out', child).code).toBe(0);
+    expect(new Set([...readSafetensors(join(child, 'adapter_model.safetensors')).tensors.values()].map((t) => t.dtype))).toEqual(new Set(['F32']));
+    const [p, c] = [loadPeftAdapter(bf16, config).layers[0]!.q_proj!.a, loadPeftAdapter(child, config).layers[0]!.q_proj!.a];
+    // σ = 1e-4 of the RMS moves most entries by less than half a bf16 step (2^-9 relative): rounded, they would not move.
+    const moved = p.filter((v, i) => c[i] !== v).length;
+    expect(moved).toBeGreaterThan(0.9 * p.length);
+    expect(maxAbsDiff(c, p)).toBeLessThan(1e-3 * maxAbs(p));
   });
 
   it('rejects mismatched parents and bad options by name', () => {
