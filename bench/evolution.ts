@@ -3,8 +3,9 @@
 // with --device, the device operators on adapters resident in a LoRA bank (device-operators.ts; timed to the
 // completion of the device work), and the device SVD crossover's phases. Prints tables; writes JSON.
 //
-//   node dist/bench/evolution.js [--repeats 3] [--skip-7b] [--layers 32] [--device webgpu|cpu] [--workers N] [--out bench/results/evolution-cpu.json]
-// --workers: threads for the device SVD crossover's small host factorisations (default 1). --layers: fewer layers
+//   node dist/bench/evolution.js [--repeats 3] [--skip-7b] [--layers 32] [--device webgpu|cpu] [--workers N|auto] [--out bench/results/evolution-cpu.json]
+// --workers: threads for the device SVD crossover's small host factorisations (default auto, as a run's
+// evolution.threads: one per core less one, at most 8). --layers: fewer layers
 // of the 7B shape (the work per child scales with them), for slow devices such as lavapipe.
 
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -16,10 +17,13 @@ import { CROSSOVER_KINDS, crossover, mutate } from '../src/evolution/operators.j
 import { TINY_CONFIGS, type LlamaConfig } from '../src/model/config.js';
 import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, randomAdapter, type LoraAdapter } from '../src/model/peft.js';
+import { threadCount } from '../src/runtime/worker-threads.js';
 
-const { values: args } = parseArgs({ options: { repeats: { type: 'string', default: '3' }, 'skip-7b': { type: 'boolean', default: false }, layers: { type: 'string', default: '32' }, device: { type: 'string' }, workers: { type: 'string', default: '1' }, out: { type: 'string', default: 'bench/results/evolution-cpu.json' } } });
+const { values: args } = parseArgs({ options: { repeats: { type: 'string', default: '3' }, 'skip-7b': { type: 'boolean', default: false }, layers: { type: 'string', default: '32' }, device: { type: 'string' }, workers: { type: 'string', default: 'auto' }, out: { type: 'string', default: 'bench/results/evolution-cpu.json' } } });
 const repeats = Number(args.repeats);
 const layers = Number(args.layers);
+const workers = threadCount(args.workers === 'auto' ? 'auto' : Number(args.workers));
+if (!(Number.isInteger(workers) && workers >= 1)) throw new Error(`--workers takes a whole number of threads or auto, got ${args.workers}`);
 if (!(Number.isInteger(layers) && layers >= 1)) throw new Error(`--layers takes a whole number of layers (1 to 32), got ${args.layers}`);
 const LLAMA_7B: LlamaConfig = { ...TINY_CONFIGS['tiny']!, vocabSize: 32000, hiddenSize: 4096, intermediateSize: 11008, numLayers: layers, numHeads: 32, numKvHeads: 32, headDim: 128 };
 
@@ -60,7 +64,7 @@ for (const [name, config, rank] of shapes) {
   bank.load(0, p1);
   bank.load(1, p2);
   const marks: number[] = []; // start, the SVD phases' ends, the crossover's return (combine recorded), end
-  const evolution = new BankEvolution(bank, config, Number(args.workers), () => marks.push(performance.now()));
+  const evolution = new BankEvolution(bank, config, workers, () => marks.push(performance.now()));
   const settle = () => backend.readF32(bank.scaleTensor); // a read waits for every submitted dispatch
   for (const operator of operators) {
     const kind = operator.split(' ')[1] as (typeof CROSSOVER_KINDS)[number];
@@ -85,7 +89,7 @@ const device = backend?.deviceDescription ?? null;
 backend?.destroy();
 
 console.log(`\nevolution operators, ms per child, mean of ${repeats} (host: float64 maths on float32 factors)`);
-if (backend) console.log(`device: ${backend.deviceDescription}; SVD factorisations on ${args.workers} thread(s)`);
+if (backend) console.log(`device: ${backend.deviceDescription}; SVD factorisations on ${workers} thread(s)`);
 console.log('');
 console.log('| adapters | parameters | operator | path | ms per child |');
 console.log('|---|---:|---|---|---:|');
