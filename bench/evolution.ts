@@ -104,5 +104,5 @@ if (phases.length > 0) {
   for (const p of phases) console.log(`| ${p.shape} | ${[...p.ms, hostMs(p.ms)].map((ms) => ms.toFixed(1)).join(' | ')} |`);
 }
 mkdirSync(dirname(args.out!), { recursive: true });
-writeFileSync(args.out!, JSON.stringify({ device, rows, svdPhases: phases.map((p) => ({ shape: p.shape, ...Object.fromEntries(SVD_PHASES.map(([key], i) => [key, p.ms[i]])) })) }, null, 2));
+writeFileSync(args.out!, JSON.stringify({ device, svdWorkers: workers, rows, svdPhases: phases.map((p) => ({ shape: p.shape, ...Object.fromEntries(SVD_PHASES.map(([key], i) => [key, p.ms[i]])) })) }, null, 2));
 console.log(`\nwrote ${args.out}`);
