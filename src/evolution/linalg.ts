@@ -47,12 +47,6 @@ function rotate(x: Float64Array, rows: number, p: number, q: number, c: number, 
   }
 }
 
-const squaredNorm = (x: Float64Array, from: number, length: number) => {
-  let sum = 0;
-  for (let i = from; i < from + length; i++) sum += x[i]! * x[i]!;
-  return sum;
-};
-
 /**
  * Σ x[p + i]·x[q + i] for i < length in four interleaved sums (i mod 4), added as (s0 + s2) + (s1 + s3), then
  * the last length % 4 terms in order (four chains of dependent adds, not one: small_matrices.wat's two f64x2 sums).
@@ -144,7 +138,7 @@ export function svd(a: Matrix): { u: Matrix; s: Float64Array; v: Matrix } {
   const w = transpose(a).data; // column j at j·m: columns converge to u_j·s_j
   orthogonalizeColumns(w, m, n);
   const norms = new Float64Array(n);
-  for (let j = 0; j < n; j++) norms[j] = Math.sqrt(squaredNorm(w, j * m, m));
+  for (let j = 0; j < n; j++) norms[j] = Math.sqrt(dotInFours(w, j * m, j * m, m));
   const order = Array.from(norms.keys()).sort((x, y) => norms[y]! - norms[x]! || x - y);
   const [u, s] = [matrix(m, n), new Float64Array(n)];
   for (let rank = 0; rank < n; rank++) {
