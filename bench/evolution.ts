@@ -33,11 +33,11 @@ const rows: Array<{ shape: string; operator: string; path: string; msPerChild: n
 // The device SVD crossover's phases. The host's parts (recording dispatches, the factorisations) show what a
 // faster device cannot remove; the device's parts (the work of the recorded dispatches, and the readback) what it can.
 const SVD_PHASES = [
-  ['gramsRecordMs', 'record Grams (host)'],
-  ['gramsMs', 'Grams (device, read back)'],
-  ['mixesMs', 'factorisations (host)'],
-  ['combineRecordMs', 'record combine (host)'],
-  ['combineMs', 'combine (device)'],
+  ['gramsRecordMs', 'record Grams (host)', 'host'],
+  ['gramsMs', 'Grams (device, read back)', 'device'],
+  ['mixesMs', 'factorisations (host)', 'host'],
+  ['combineRecordMs', 'record combine (host)', 'host'],
+  ['combineMs', 'combine (device)', 'device'],
 ] as const;
 const phases: Array<{ shape: string; ms: number[] }> = [];
 const backend = args.device ? await openBackend(args.device as BackendChoice) : null;
@@ -100,7 +100,7 @@ if (phases.length > 0) {
   console.log('');
   console.log(`| adapters | ${SVD_PHASES.map(([, title]) => title).join(' | ')} | host in all |`);
   console.log(`|---|${SVD_PHASES.map(() => '---:|').join('')}---:|`);
-  const hostMs = (ms: number[]) => ms[0]! + ms[2]! + ms[3]!;
+  const hostMs = (ms: number[]) => SVD_PHASES.reduce((sum, [, , where], i) => (where === 'host' ? sum + ms[i]! : sum), 0);
   for (const p of phases) console.log(`| ${p.shape} | ${[...p.ms, hostMs(p.ms)].map((ms) => ms.toFixed(1)).join(' | ')} |`);
 }
 mkdirSync(dirname(args.out!), { recursive: true });
