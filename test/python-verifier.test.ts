@@ -1,22 +1,30 @@
-// The code domain's verifier pool: verdicts independent of the number of workers, a crashed or hung worker
-// replaced with its job retried once and then given up as a fault (never a verdict), and `populora verify`.
+// The code domain's verifier pool: sandbox processes fenced below Python (an escape into JavaScript finds no file
+// to write, no process to start, no socket to open), verdicts independent of the number of workers and of what
+// ran before, a dead process replaced with its job retried once, a hang a fault after the guard with no retry,
+// and `populora verify` on the same path.
 
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { VerifyJob } from '../src/domains/domain.js';
-import { PythonVerifierPool, type PythonPoolOptions } from '../src/domains/python/verifier-pool.js';
+import type { VerifyJob, VerifyOutcome } from '../src/domains/domain.js';
+import { ESCAPE_MARKER } from '../src/domains/python/sandbox-protocol.js';
+import { fence } from '../src/domains/python/sandbox-processes.js';
 import { SEED_TASKS } from '../src/domains/python/tasks.js';
+import { PythonVerifierPool, type PythonPoolOptions } from '../src/domains/python/verifier-pool.js';
 
-const fence = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
-const validate = (taskType: 'code_o' | 'code_i' | 'code_f', program: string, ...inputs: string[]): VerifyJob => ({ kind: 'validate', taskType, text: [fence('python', program), ...inputs.map((i) => fence('input', i))].join('\n') });
-
-// Nested a million deep, repr overflows the thread's stack (16 MB) and the interpreter dies. It needs ~3M steps:
-// the default fuel stops it long before, which is why the pool that runs it here has more.
-const CRASHER = 'def f():\n    x = []\n    for i in range(1000000):\n        x = [x]\n    return repr(x)';
-const HANGER = 'import itertools\ndef f():\n    return sum(itertools.count())'; // one C call that never returns: no fuel is spent
+const fence_ = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
+const validate = (taskType: 'code_o' | 'code_i' | 'code_f', program: string, ...inputs: string[]): VerifyJob => ({ kind: 'validate', taskType, text: [fence_('python', program), ...inputs.map((i) => fence_('input', i))].join('\n') });
+const HEALTHY = validate('code_o', 'def f(x):\n    return x * 2 + 1', '20');
+const healthy = (outcome: VerifyOutcome | undefined) => outcome?.kind === 'validate' && outcome.validation.valid && outcome.validation.task.outputs[0] === '41';
+// C code that runs long without spending fuel is the guard's case; the sandbox counts every such call it knows of,
+// so the hang below stands in for one it does not: JavaScript that never returns, run by the process for a job.
+const HANGING = validate('code_o', `${ESCAPE_MARKER}\ndef f():\n    return 1`, '');
+const HANG_PAYLOAD = 'for (;;) {}';
+// Slow but bounded: ten million items summed in one C call, well past a 50 ms guard.
+const SLOW = 'def f():\n    return sum(range(9_999_999))';
 
 async function withPool<T>(workers: number, use: (pool: PythonVerifierPool) => Promise<T>, options: PythonPoolOptions = {}): Promise<T> {
   const pool = new PythonVerifierPool(workers, options);
@@ -27,6 +35,72 @@ async function withPool<T>(workers: number, use: (pool: PythonVerifierPool) => P
   }
 }
 
+// Runs inside the sandbox process for a job marked with ESCAPE_MARKER, as JavaScript reached by an escape would.
+// `text` names what it tries. It rethrows what stopped it, as an attacker's code would fail.
+const ESCAPE_PAYLOAD = `
+  const { fs, childProcess, net } = modules;
+  const target = text.match(/target=(\\S+)/)?.[1];
+  if (text.includes('action=write')) fs.writeFileSync(target, 'written by an escaped program');
+  if (text.includes('action=spawn')) childProcess.execFileSync('touch', [target]);
+  if (text.includes('action=socket')) {
+    const [host, port] = target.split(':');
+    await new Promise((resolve, reject) => {
+      const socket = net.connect(Number(port), host);
+      socket.on('connect', () => resolve(socket.end()));
+      socket.on('error', reject);
+    });
+  }
+  if (text.includes('action=function')) {
+    const reach = [(() => 0).constructor, [].constructor.constructor, (async () => 0).constructor, Object.getPrototypeOf(function* () {}).constructor];
+    if (reach.some((f) => f !== undefined)) throw new Error('a code-making constructor is reachable');
+    if (typeof globalThis.fetch !== 'undefined') throw new Error('fetch is reachable');
+  }
+`;
+
+describe('the sandbox processes fence an escape into JavaScript', () => {
+  const onLinux = process.platform === 'linux';
+  const dir = mkdtempSync(join(tmpdir(), 'populora-escape-'));
+  const escapeJob = (action: string, target = '') => validate('code_o', `${ESCAPE_MARKER}: action=${action} target=${target}\ndef f():\n    return 1`, '');
+  const refused = (outcome: VerifyOutcome | undefined, code: RegExp) => {
+    expect(outcome?.kind).toBe('validate');
+    if (outcome?.kind !== 'validate' || outcome.validation.valid) throw new Error(`not refused: ${JSON.stringify(outcome)}`);
+    expect(outcome.validation.reason).toMatch(/^host-access: the program reached the host and was stopped/);
+    expect(outcome.validation.reason).toMatch(code);
+  };
+
+  it.runIf(onLinux)('has no network on Linux (a network namespace), as CI requires', () => {
+    if (process.env.CI) expect(fence().network).toBe('none');
+    if (fence().network === 'open') console.warn('no network namespace here: the socket test below is skipped');
+  });
+
+  it('refuses a write, a spawn and a socket; each job is reported as refused and the next one is healthy', async () => {
+    const written = join(dir, 'written.txt');
+    const touched = join(dir, 'touched.txt');
+    const connections: string[] = [];
+    const server = createServer((socket) => void (connections.push('connected'), socket.end()));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const jobs = [escapeJob('write', written), HEALTHY, escapeJob('spawn', touched), HEALTHY, ...(fence().network === 'none' ? [escapeJob('socket', `127.0.0.1:${port}`), HEALTHY] : [])];
+      const outcomes = await withPool(1, (pool) => pool.verify(jobs), { escapePayloadForTests: ESCAPE_PAYLOAD });
+      refused(outcomes[0], /ERR_ACCESS_DENIED/);
+      refused(outcomes[2], /ERR_ACCESS_DENIED/);
+      if (fence().network === 'none') refused(outcomes[4], /ENETUNREACH|ENETDOWN|ECONNREFUSED/);
+      for (let i = 1; i < outcomes.length; i += 2) expect(healthy(outcomes[i]), JSON.stringify(outcomes[i])).toBe(true);
+      expect(existsSync(written)).toBe(false);
+      expect(existsSync(touched)).toBe(false);
+      expect(connections).toEqual([]);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('leaves no constructor that makes code from a string, and no fetch, once the interpreter has loaded', async () => {
+    const [outcome] = await withPool(1, (pool) => pool.verify([escapeJob('function')]), { escapePayloadForTests: ESCAPE_PAYLOAD });
+    expect(outcome).toMatchObject({ kind: 'validate', validation: { valid: true } }); // the payload ran and found nothing
+  });
+});
+
 describe('the Python verifier pool', () => {
   it('gives the same verdicts in job order with 1 or 2 workers', async () => {
     const jobs: VerifyJob[] = [
@@ -35,7 +109,7 @@ describe('the Python verifier pool', () => {
       validate('code_f', 'def f(n):\n    return n % 7', '1', '8', '20', '35'),
       validate('code_i', 'import os\ndef f():\n    return 1', ''),
       validate('code_o', 'def f():\n    while True: pass', ''),
-      ...SEED_TASKS.map((task) => ({ kind: 'check', task, answer: task.type === 'code_f' ? fence('python', task.program) : task.type === 'code_o' ? task.outputs[0]! : task.inputs[0]! }) as VerifyJob),
+      ...SEED_TASKS.map((task) => ({ kind: 'check', task, answer: task.type === 'code_f' ? fence_('python', task.program) : task.type === 'code_o' ? task.outputs[0]! : task.inputs[0]! }) as VerifyJob),
       { kind: 'check', task: SEED_TASKS[0]!, answer: '[1]' },
     ];
     const one = await withPool(1, (pool) => pool.verify(jobs));
@@ -44,26 +118,46 @@ describe('the Python verifier pool', () => {
     expect(one.map((r) => (r.kind === 'validate' ? r.validation.valid : r.kind === 'check' ? r.check.correct : r.kind))).toEqual([true, true, true, false, false, true, true, true, false]);
   });
 
-  it('replaces a worker whose interpreter died, retries the job once, then gives it up as a fault; the rest is not lost', async () => {
-    await withPool(1, async (pool) => {
-      const results = await pool.verify([validate('code_o', 'def f(x):\n    return x + 1', '1'), validate('code_o', CRASHER, ''), validate('code_o', 'def f(x):\n    return x * 2', '4')]);
-      expect(results[0]).toMatchObject({ kind: 'validate', validation: { valid: true, task: { outputs: ['2'] } } });
-      expect(results[1]).toMatchObject({ kind: 'fault', detail: expect.stringMatching(/^infrastructure fault: the worker failed twice on this validate job \(worker exited with code: 70; worker exited with code: 70\)/) });
-      expect(results[2]).toMatchObject({ kind: 'validate', validation: { valid: true, task: { outputs: ['8'] } } });
-      expect(pool.faults).toBe(1);
-    }, { fuel: 10_000_000 });
+  it('runs every job from the same state: what one job changes, the next does not see', async () => {
+    const poison = validate('code_o', 'import collections\ndef f():\n    collections.Counter.most_common = lambda self, n=None: "patched"\n    return collections.Counter("aab").most_common()', '');
+    const probe = validate('code_o', 'import collections\ndef f():\n    return collections.Counter("aab").most_common()', '');
+    const [alone] = await withPool(1, (pool) => pool.verify([probe]));
+    const [, after] = await withPool(1, (pool) => pool.verify([poison, probe]));
+    expect(after).toEqual(alone);
+    expect(alone).toMatchObject({ validation: { task: { outputs: ["[('a', 2), ('b', 1)]"] } } });
   });
 
-  it('ends a job that outlives the wall-clock guard as an infrastructure fault, and goes on', async () => {
+  it('replaces a process that died, retries the job once, then gives it up as a fault; the rest is not lost', async () => {
+    const payload = 'modules.process.exit(70);'; // as if the interpreter had died in the middle of the job
+    const dying = validate('code_o', `${ESCAPE_MARKER}\ndef f():\n    return 1`, '');
     await withPool(
       1,
       async (pool) => {
-        const [hung] = await pool.verify([validate('code_o', HANGER, '')]);
-        expect(hung).toMatchObject({ kind: 'fault', detail: expect.stringContaining('wall-clock guard') });
-        const [next] = await pool.verify([validate('code_o', 'def f():\n    return 3', '')]);
-        expect(next).toMatchObject({ kind: 'validate', validation: { valid: true } });
+        const results = await pool.verify([validate('code_o', 'def f(x):\n    return x + 1', '1'), dying, HEALTHY]);
+        expect(results[0]).toMatchObject({ kind: 'validate', validation: { valid: true, task: { outputs: ['2'] } } });
+        expect(results[1]).toMatchObject({ kind: 'fault', detail: expect.stringMatching(/^infrastructure fault on this validate job: the worker failed twice \(the Python interpreter died \(exit 70\).*; the Python interpreter died/) });
+        expect(healthy(results[2])).toBe(true);
+        expect(pool.faults).toBe(1);
       },
-      { wallClockGuardMs: 10_000 }, // above a worker's start-up (Pyodide loads in ~3 s), far above any fuel-limited program
+      { escapePayloadForTests: payload },
+    );
+  });
+
+  it('ends a job that outlives the wall-clock guard as a fault at once (no retry), and goes on', async () => {
+    const guardMs = 1_500;
+    await withPool(
+      1,
+      async (pool) => {
+        await pool.ready(); // the guard counts from the hand-over, not the start-up
+        const start = performance.now();
+        const [hung] = await pool.verify([HANGING]);
+        const elapsedMs = performance.now() - start;
+        expect(hung).toMatchObject({ kind: 'fault', detail: expect.stringContaining(`no answer within the ${guardMs} ms wall-clock guard`) });
+        expect(elapsedMs).toBeLessThan(2 * guardMs); // one guard's wait, not two: a hang is not retried
+        const [next] = await pool.verify([HEALTHY]);
+        expect(healthy(next)).toBe(true);
+      },
+      { wallClockGuardMs: guardMs, escapePayloadForTests: HANG_PAYLOAD },
     );
   });
 });
@@ -74,21 +168,25 @@ describe('populora verify', () => {
   writeFileSync(program, 'def f(xs, k):\n    return sorted(xs)[-k:]\n');
   const verify = (...args: string[]) => {
     const run = spawnSync(process.execPath, ['dist/src/cli/main.js', 'verify', '--program', program, ...args], { encoding: 'utf8' });
-    return { status: run.status, stderr: run.stderr, verdict: run.status === 0 ? JSON.parse(run.stdout) : null };
+    return { status: run.status, stderr: run.stderr, verdict: run.status === 0 || run.status === 3 ? JSON.parse(run.stdout) : null };
   };
 
   it('prints the verdict as JSON and exits 0, right answer or wrong', () => {
     expect(verify('--type', 'code_o', '--input', '[3, 1, 2], 2', '--answer', '[2,3]')).toMatchObject({ status: 0, verdict: { valid: true, correct: true, reason: 'correct', fuel: expect.any(Number) } });
     expect(verify('--type', 'code_o', '--input', '[3, 1, 2], 2', '--answer', '[3]')).toMatchObject({ status: 0, verdict: { valid: true, correct: false } });
-    expect(verify('--type', 'code_i', '--output', '[9]', '--answer', '[9, 1], 1')).toMatchObject({ status: 0, verdict: { correct: true } });
+    expect(verify('--type', 'code_i', '--output', '[9]', '--answer', '[9, 1], 1')).toMatchObject({ status: 0, verdict: { valid: null, correct: true } });
     expect(verify('--type', 'code_f', '--input', '[1], 1', '--input', '[2, 1], 1', '--input', '[5, 6, 7], 2', '--input', '[4, 4], 2', '--answer', 'def f(xs, k):\n    return sorted(xs)[len(xs) - k:]')).toMatchObject({ status: 0, verdict: { valid: true, correct: true } });
   });
 
-  it('reports an invalid task with its reason, and bad usage in one line', () => {
+  it('reports an invalid task with its reason, a job past the guard as a fault with exit 3, and bad usage in one line', () => {
     writeFileSync(join(dir, 'bad.py'), 'import os\ndef f():\n    return os.getcwd()\n');
     const bad = spawnSync(process.execPath, ['dist/src/cli/main.js', 'verify', '--type', 'code_o', '--program', join(dir, 'bad.py'), '--input', ''], { encoding: 'utf8' });
     expect(bad.status).toBe(0);
     expect(JSON.parse(bad.stdout)).toMatchObject({ valid: false, reason: expect.stringMatching(/^forbidden-import: os/) });
+    writeFileSync(join(dir, 'slow.py'), SLOW);
+    const hang = spawnSync(process.execPath, ['dist/src/cli/main.js', 'verify', '--type', 'code_o', '--program', join(dir, 'slow.py'), '--input', '', '--guard-ms', '50'], { encoding: 'utf8' });
+    expect(hang.status).toBe(3);
+    expect(JSON.parse(hang.stdout)).toMatchObject({ valid: null, fault: true, reason: expect.stringContaining('wall-clock guard') });
     const missing = verify('--type', 'code_o');
     expect(missing.status).toBe(1);
     expect(missing.stderr.trim()).toBe('populora: code_o needs --input');

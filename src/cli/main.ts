@@ -14,6 +14,7 @@ import { compareCommand, exportCommand, reportCommand } from './report-commands.
 import { replayCommand, runScenarioCommand } from './run-commands.js';
 import { verifyCommand } from './verify-command.js';
 import { DEFAULT_FUEL } from '../domains/python/executor.js';
+import { DEFAULT_WALL_CLOCK_GUARD_MS } from '../domains/python/verifier-pool.js';
 
 const integer = (name: string) => (value: string) => {
   const n = Number(value);
@@ -160,6 +161,7 @@ program
   .option('--output <value>', 'code_i: the output to reach (without --input); otherwise checked against the program\'s output')
   .option('--answer <text>', 'a student\'s answer: code_o an output, code_i an input, code_f a program (@FILE reads a file)')
   .option('--fuel <steps>', 'steps (lines and jumps) the program may take', integer('--fuel'), DEFAULT_FUEL)
+  .option('--guard-ms <ms>', 'wall-clock safety net per job: past it the job is an infrastructure fault (exit 3), never a verdict', integer('--guard-ms'), DEFAULT_WALL_CLOCK_GUARD_MS)
   .action(runCommand(verifyCommand));
 program
   .command('demo')

@@ -1,9 +1,13 @@
 // `populora verify`: one code-domain task through the sandbox, the verdict printed as JSON. For inspecting tasks
-// by hand: a verdict, valid or not, exits 0; only bad usage (a missing file, a missing option) exits non-zero.
+// by hand. It takes the path a run takes: the same sandbox process, fence and wall-clock guard (one worker of the
+// verifier pool), the same jobs (validate, then check), so it gives the verdict a run would give.
+// Exit codes: 0 for a verdict, valid or not; 3 for an infrastructure fault (the guard fired, the interpreter died
+// twice), still with its JSON; 1 for bad usage (a missing file, a missing option).
 
 import { existsSync, readFileSync } from 'node:fs';
-import { PythonExecutor } from '../domains/python/executor.js';
-import { CODE_TASK_TYPES, checkAnswer, proposalText, validateProposal, type CodeTask, type CodeTaskType } from '../domains/python/tasks.js';
+import type { VerifyJob } from '../domains/domain.js';
+import { CODE_TASK_TYPES, proposalText, type CodeTask, type CodeTaskType } from '../domains/python/tasks.js';
+import { PythonVerifierPool } from '../domains/python/verifier-pool.js';
 import { UsageError } from './run-command.js';
 
 export interface VerifyOptions {
@@ -13,7 +17,10 @@ export interface VerifyOptions {
   output?: string;
   answer?: string; // text, or @FILE
   fuel: number;
+  guardMs: number;
 }
+
+const EXIT_FAULT = 3;
 
 function readText(file: string, what: string): string {
   if (!existsSync(file)) throw new UsageError(`${what} ${file} does not exist`);
@@ -24,36 +31,69 @@ export async function verifyCommand(options: VerifyOptions): Promise<void> {
   if (!CODE_TASK_TYPES.includes(options.type)) throw new UsageError(`--type must be one of ${CODE_TASK_TYPES.join(', ')}, got "${options.type}"`);
   const program = readText(options.program, '--program').trimEnd();
   const answer = options.answer?.startsWith('@') ? readText(options.answer.slice(1), '--answer') : options.answer;
-  if (options.input.length === 0 && !(options.type === 'code_i' && options.output !== undefined)) {
+  const fromOutput = options.input.length === 0 && options.type === 'code_i' && options.output !== undefined;
+  if (options.input.length === 0 && !fromOutput) {
     throw new UsageError(options.type === 'code_i' ? 'code_i needs --input (the output is then computed) or --output' : `${options.type} needs --input${options.type === 'code_f' ? ' (4 or more times)' : ''}`);
   }
-  const python = await PythonExecutor.load();
+  if (fromOutput && answer === undefined) throw new UsageError('code_i with --output and no --input needs --answer (an input to check)');
+  const pool = new PythonVerifierPool(1, { fuel: options.fuel, wallClockGuardMs: options.guardMs });
   try {
-    console.log(JSON.stringify(verdict(python, options, program, answer), null, 2));
+    const result = await verdict(new Jobs(pool), options, program, answer);
+    console.log(JSON.stringify(result, null, 2));
+    if ('fault' in result) process.exitCode = EXIT_FAULT;
   } finally {
-    python.close();
+    await pool.close();
   }
 }
 
-function verdict(python: PythonExecutor, options: VerifyOptions, program: string, answer: string | undefined) {
-  let task: CodeTask;
-  let fuel: number;
+/** The pool's jobs one at a time; a fault ends the verdict. */
+class Jobs {
+  constructor(private readonly pool: PythonVerifierPool) {}
+
+  async validate(type: CodeTaskType, text: string) {
+    return this.one({ kind: 'validate', taskType: type, text }, 'validate');
+  }
+
+  async check(task: CodeTask, answer: string) {
+    return this.one({ kind: 'check', task, answer }, 'check');
+  }
+
+  private async one<K extends 'validate' | 'check'>(job: VerifyJob, kind: K) {
+    const [outcome] = await this.pool.verify([job]);
+    if (outcome!.kind === 'fault') throw new Fault(outcome!.detail);
+    return outcome as Extract<typeof outcome, { kind: K }>;
+  }
+}
+
+class Fault extends Error {}
+
+async function verdict(jobs: Jobs, options: VerifyOptions, program: string, answer: string | undefined) {
+  try {
+    return await verdictOf(jobs, options, program, answer);
+  } catch (error) {
+    if (error instanceof Fault) return { valid: null, correct: null, reason: error.message, fault: true };
+    throw error;
+  }
+}
+
+async function verdictOf(jobs: Jobs, options: VerifyOptions, program: string, answer: string | undefined) {
   if (options.input.length === 0) {
-    // code_i from a given output: the task is the program and that output; only the answer is run.
-    const check = python.check(program);
-    if (!check.ok) return { valid: false, correct: null, reason: `${check.reason}: ${check.detail}`, fuel: 0 };
-    task = { type: 'code_i', program, inputs: [], outputs: [options.output!], inputTypes: [], outputTypes: [] };
-    fuel = 0;
-  } else {
-    const validation = validateProposal(python, options.type, proposalText(program, options.input), options.fuel);
-    if (!validation.valid) return { valid: false, correct: null, reason: validation.reason, fuel: null };
-    task = validation.task;
-    fuel = validation.fuelUsed;
-    if (options.output !== undefined && !python.sameValue(options.output, task.outputs[0]!)) {
-      return { valid: true, correct: null, reason: `the program's output ${task.outputs[0]} differs from --output ${options.output}`, fuel, task };
-    }
+    // code_i from a given output: the task is the program and that output; only the answer is run, so the task
+    // itself is not validated.
+    const task: CodeTask = { type: 'code_i', program, inputs: [], outputs: [options.output!], inputTypes: [], outputTypes: [] };
+    const { check } = await jobs.check(task, answer!);
+    return { valid: null, correct: check.correct, reason: check.reason, fuel: null, task };
+  }
+  const { validation } = await jobs.validate(options.type, proposalText(program, options.input));
+  if (!validation.valid) return { valid: false, correct: null, reason: validation.reason, fuel: null };
+  const task = validation.task as CodeTask;
+  const fuel = validation.fuelUsed;
+  if (options.output !== undefined) {
+    const firstPair: CodeTask = { ...task, type: 'code_o', inputs: task.inputs.slice(0, 1), outputs: task.outputs.slice(0, 1) };
+    const { check } = await jobs.check(firstPair, options.output);
+    if (!check.correct) return { valid: true, correct: null, reason: `the program's output ${task.outputs[0]} differs from --output ${options.output}`, fuel, task };
   }
   if (answer === undefined) return { valid: true, correct: null, reason: 'valid', fuel, task };
-  const check = checkAnswer(python, task, answer, options.fuel);
+  const { check } = await jobs.check(task, answer);
   return { valid: true, correct: check.correct, reason: check.reason, fuel, task };
 }

@@ -98,7 +98,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   truncateMetrics(join(dir, 'metrics.jsonl'), startStep);
   const backend = options.backend ?? (await openBackend(scenario.backend));
   const workers = options.verifierWorkers ?? 1;
-  const pool: VerifierPool = scenario.domain === 'python' ? new PythonVerifierPool(workers, { fuel: scenario.tasks.fuel }) : new ArithVerifierPool(workers);
+  const pool: VerifierPool = scenario.domain === 'python' ? new PythonVerifierPool(workers, { fuel: scenario.tasks.fuel, wallClockGuardMs: scenario.tasks.guardMs }) : new ArithVerifierPool(workers);
   const world = new World(scenario.seed, log);
   let sim: Simulation | null = null;
   try {

@@ -48,6 +48,7 @@ export const scenarioSchema = z.strictObject({
     types: z.array(z.enum(TASK_TYPES, { error: `expected one of ${TASK_TYPES.join(', ')}` })).min(1).optional(), // default: all of the domain's
     references: int(0).default(3), // reference tasks in a teacher's prompt (domains that use them: python)
     fuel: int(1000).default(100_000), // python: steps a program may take per run (lines and jumps)
+    guardMs: int(100).default(5_000), // python: wall-clock safety net per verifier job; when it fires, a fault, never a verdict
   }).prefault({}),
   matchmaking: z.strictObject({
     policy: z.enum(MATCHMAKING_POLICIES, { error: `expected one of ${MATCHMAKING_POLICIES.join(', ')}` }).default('cross'),

@@ -1,10 +1,13 @@
 // One Python interpreter (Pyodide: CPython compiled to WebAssembly, shipped by the `pyodide` package, offline) with
-// the sandbox of sandbox.py loaded into it. A verifier worker holds one for its lifetime and runs every program of
-// its jobs in it; sandbox.py gives each run a fresh world and puts back what a program changed.
+// the sandbox of sandbox.py loaded into it. A verifier worker process (sandbox-process.ts) holds one for its
+// lifetime and runs every job in it, each job from the same interpreter state: right after sandbox.py has loaded,
+// the whole WebAssembly memory is copied, and `restore()` copies it back before a job. All of Python's state (its
+// modules, classes, caches, allocator, pending finalizers) lives in that memory, so no job can influence another,
+// whatever it changed, and a verdict is a function of the job alone.
 //
 // This file adds the JavaScript side of the sandbox: Python's `js` module is an empty object (jsglobals), no host
 // folder is mounted, and the calls that could mount one or fetch packages are removed from the Pyodide API object
-// (reachable from Python as `pyodide_js` only through an escape of sandbox.py's layers, but then still closed).
+// (sandbox.py also removes the FFI modules from Python's reach before the snapshot).
 
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -66,12 +69,20 @@ function sandboxSource(): string {
 
 type PyCallable = ((...args: unknown[]) => string) & { destroy(): void };
 
+/** Grown past this multiple of the snapshot's size, the heap costs more to wipe at each restore than a new worker. */
+const GROWN_HEAP_RECYCLE_FACTOR = 4;
+
 export class PythonExecutor {
+  private readonly snapshot: Uint8Array;
+  restores = 0;
+
   private constructor(
     private readonly pyodide: PyodideAPI,
     private readonly entry: Record<'run' | 'check' | 'same_value' | 'perturb', PyCallable>,
     private readonly stderr: string[],
-  ) {}
+  ) {
+    this.snapshot = heapOf(pyodide).HEAP8.slice() as unknown as Uint8Array;
+  }
 
   static async load(): Promise<PythonExecutor> {
     const stderr: string[] = [];
@@ -86,7 +97,26 @@ export class PythonExecutor {
     capHeap(pyodide);
     pyodide.runPython(sandboxSource(), { filename: SANDBOX_FILE });
     const get = (name: string) => pyodide.globals.get(name) as PyCallable;
+    // The proxies of the entry points exist before the snapshot: a job creates no JavaScript reference into
+    // Python's memory (arguments and answers are strings), so the restore cannot leave one dangling.
     return new PythonExecutor(pyodide, { run: get('run'), check: get('check'), same_value: get('same_value'), perturb: get('perturb') }, stderr);
+  }
+
+  /**
+   * Puts the interpreter back into the state it had after loading: the snapshot over the memory, and zeros over any
+   * part the heap grew into since (memory is zero where the allocator has not yet been, as it was at load).
+   * Called between calls into Python only, when no Python frame is live and the stack pointer is at its base.
+   */
+  restore(): void {
+    const heap = heapOf(this.pyodide).HEAP8 as unknown as Uint8Array;
+    heap.set(this.snapshot);
+    if (heap.length > this.snapshot.length) heap.fill(0, this.snapshot.length);
+    this.restores++;
+  }
+
+  /** The heap grew so far that wiping it at every restore costs more than starting a new interpreter. */
+  get heapOverGrown(): boolean {
+    return this.heapBytes > GROWN_HEAP_RECYCLE_FACTOR * this.snapshot.length;
   }
 
   /** Runs the program once per input (`'abc', [1, 2]` or `f('abc', [1, 2])`), each in a fresh world. */

@@ -121,12 +121,14 @@ export function checkAnswer(executor: PythonExecutor, task: CodeTask, text: stri
     const input = parseValue(text, 'input');
     const result = executor.run(task.program, [input], fuel);
     if (!result.ok) return { correct: false, reason: `${result.reason}: ${result.detail}` };
+    executor.restore(); // the answer is compared in a state no program has run in
     return executor.sameValue(result.outputs[0]!, task.outputs[0]!) ? { correct: true, reason: 'correct' } : { correct: false, reason: `f(${input.slice(0, 40)}) = ${result.outputs[0]!.slice(0, 40)}, not ${task.outputs[0]!.slice(0, 40)}` };
   }
   const program = parseProgram(text);
   if (program === null) return { correct: false, reason: 'format: no program defining f' };
   const result = executor.run(program, task.inputs, fuel);
   if (!result.ok) return { correct: false, reason: `${result.reason}: ${result.detail}` };
+  executor.restore();
   const miss = result.outputs.findIndex((output, i) => !executor.sameValue(output, task.outputs[i]!));
   if (miss < 0) return { correct: true, reason: 'correct' };
   return { correct: false, reason: `${miss < shownPairs(task) ? 'shown' : 'held-out'} pair f(${task.inputs[miss]!.slice(0, 40)}) gives ${result.outputs[miss]!.slice(0, 40)}, not ${task.outputs[miss]!.slice(0, 40)}` };

@@ -1,54 +1,97 @@
-// The code domain's verifier pool: piscina workers, each holding one Python interpreter. Every job is its own
-// pool task, so a program that kills its interpreter costs one job, not a batch: piscina replaces the worker and
-// the job is retried once on the fresh one. A job that fails twice (crash, or the wall-clock guard) comes back
-// as an infrastructure fault, which the actors record and drop, never a verdict (DESIGN.md rule 5). Results are
-// in job order whatever the number of workers or the order in which they finish (rule 4).
+// The code domain's verifier pool: sandbox processes (sandbox-processes.ts), each holding one Python interpreter,
+// each job handed to the next free one and run from the interpreter's state after load, so a verdict does not depend
+// on which process ran the job or what ran before it. Results are in job order whatever the number of workers or the
+// order in which they finish (DESIGN.md rule 4).
+//
+// Faults, never verdicts (rule 5): a job whose process died (a WebAssembly stack overflow, an internal error) is
+// retried once on a fresh process, and given up as an infrastructure fault if that one dies too; a job that outlives
+// the wall-clock guard ends its process and is a fault at once (a program that hung once hangs again: no retry).
 
-import { Piscina } from 'piscina';
-import { compiledWorker } from '../../runtime/worker-threads.js';
+import process from 'node:process';
 import type { VerifierPool, VerifyJob, VerifyOutcome } from '../domain.js';
 import { DEFAULT_FUEL } from './executor.js';
+import { fence, SandboxProcess, type SandboxProcessOptions } from './sandbox-processes.js';
 
-export interface PythonPoolOptions {
+export interface PythonPoolOptions extends SandboxProcessOptions {
   fuel?: number; // steps per program run (executor.ts)
   wallClockGuardMs?: number; // safety net only: counted fuel ends every ordinary program long before
 }
 
-const DEFAULT_WALL_CLOCK_GUARD_MS = 30_000;
+/** A few seconds: an ordinary job takes milliseconds; only C code that spends no fuel can run this long. */
+export const DEFAULT_WALL_CLOCK_GUARD_MS = 5_000;
+
+let warnedOpenNetwork = false;
 
 export class PythonVerifierPool implements VerifierPool {
-  private readonly pool: Piscina;
+  private readonly processes: Array<SandboxProcess | null>;
   readonly fuel: number;
-  private readonly guardMs: number;
-  faults = 0; // jobs given up after two failed attempts, over the pool's life
+  readonly guardMs: number;
+  faults = 0; // jobs given up, over the pool's life
 
-  constructor(readonly workers: number, options: PythonPoolOptions = {}) {
+  constructor(readonly workers: number, private readonly options: PythonPoolOptions = {}) {
     if (!Number.isInteger(workers) || workers < 1) throw new RangeError(`the verifier needs at least one worker, got ${workers}`);
     this.fuel = options.fuel ?? DEFAULT_FUEL;
     this.guardMs = options.wallClockGuardMs ?? DEFAULT_WALL_CLOCK_GUARD_MS;
-    // Pyodide's interpreter recurses on the thread's stack: give it room beyond Node's 4 MB default.
-    this.pool = new Piscina({ filename: compiledWorker(new URL('./verify-worker.js', import.meta.url)), minThreads: workers, maxThreads: workers, idleTimeout: Infinity, resourceLimits: { stackSizeMb: 16 } });
+    if (!(this.guardMs > 0)) throw new RangeError(`the wall-clock guard must be a positive number of ms, got ${this.guardMs}`);
+    if (fence().network === 'open' && !warnedOpenNetwork) {
+      warnedOpenNetwork = true;
+      process.emitWarning('no network namespace could be made here (util-linux unshare, Linux): the verifier\'s sandbox processes are fenced by Node\'s permission model, which leaves sockets open');
+    }
+    this.processes = Array.from({ length: workers }, () => this.start());
+  }
+
+  private start(): SandboxProcess {
+    return new SandboxProcess({ escapePayloadForTests: this.options.escapePayloadForTests });
+  }
+
+  /** Waits until every sandbox process has loaded its interpreter (a few seconds); fails if one cannot start. */
+  async ready(): Promise<void> {
+    await Promise.all(this.processes.map((p) => p!.ready));
   }
 
   async verify(jobs: readonly VerifyJob[]): Promise<VerifyOutcome[]> {
-    return Promise.all(jobs.map((job) => this.runJob(job)));
+    const outcomes = new Array<VerifyOutcome>(jobs.length);
+    let next = 0;
+    const drain = async (slot: number) => {
+      while (next < jobs.length) {
+        const index = next++;
+        outcomes[index] = await this.runJob(slot, jobs[index]!);
+      }
+    };
+    await Promise.all(this.processes.map((_, slot) => drain(slot)));
+    return outcomes;
   }
 
-  private async runJob(job: VerifyJob): Promise<VerifyOutcome> {
-    const failures: string[] = [];
-    while (failures.length < 2) {
+  private async runJob(slot: number, job: VerifyJob): Promise<VerifyOutcome> {
+    const deaths: string[] = [];
+    while (deaths.length < 2) {
+      const worker = this.processOf(slot);
       try {
-        return (await this.pool.run({ job, fuel: this.fuel }, { signal: AbortSignal.timeout(this.guardMs) })) as VerifyOutcome;
+        await worker.ready;
       } catch (error) {
-        const aborted = (error as Error).name === 'AbortError' || (error as Error).name === 'TimeoutError';
-        failures.push(aborted ? `no answer within the ${this.guardMs} ms wall-clock guard` : (error as Error).message);
+        throw new Error(`the Python verifier cannot run: ${(error as Error).message}`); // broken set-up, not a job's fault
       }
+      const result = await worker.run({ job, fuel: this.fuel }, this.guardMs);
+      if (result.kind === 'outcome') return result.outcome;
+      this.processes[slot] = null; // dead or killed: the next job starts a fresh one
+      if (result.kind === 'timeout') return this.fault(job, `no answer within the ${this.guardMs} ms wall-clock guard`);
+      deaths.push(result.detail);
     }
+    return this.fault(job, `the worker failed twice (${deaths.join('; ')})`);
+  }
+
+  private processOf(slot: number): SandboxProcess {
+    const current = this.processes[slot];
+    if (current && !current.exited) return current;
+    return (this.processes[slot] = this.start());
+  }
+
+  private fault(job: VerifyJob, why: string): VerifyOutcome {
     this.faults++;
-    return { kind: 'fault', detail: `infrastructure fault: the worker failed twice on this ${job.kind} job (${failures.join('; ')})` };
+    return { kind: 'fault', detail: `infrastructure fault on this ${job.kind} job: ${why}` };
   }
 
   async close(): Promise<void> {
-    await this.pool.destroy();
+    for (const worker of this.processes) worker?.kill();
   }
 }
