@@ -5,7 +5,7 @@
 // twice), still with its JSON; 1 for bad usage (a missing file, a missing option).
 
 import { existsSync, readFileSync } from 'node:fs';
-import type { VerifyJob } from '../domains/domain.js';
+import type { VerifyJob, VerifyOutcome } from '../domains/domain.js';
 import { CODE_TASK_TYPES, proposalText, type CodeTask, type CodeTaskType } from '../domains/python/tasks.js';
 import { PythonVerifierPool } from '../domains/python/verifier-pool.js';
 import { UsageError } from './run-command.js';
@@ -51,17 +51,17 @@ class Jobs {
   constructor(private readonly pool: PythonVerifierPool) {}
 
   async validate(type: CodeTaskType, text: string) {
-    return this.one({ kind: 'validate', taskType: type, text }, 'validate');
+    return (await this.one({ kind: 'validate', taskType: type, text })) as Extract<VerifyOutcome, { kind: 'validate' }>;
   }
 
   async check(task: CodeTask, answer: string) {
-    return this.one({ kind: 'check', task, answer }, 'check');
+    return (await this.one({ kind: 'check', task, answer })) as Extract<VerifyOutcome, { kind: 'check' }>;
   }
 
-  private async one<K extends 'validate' | 'check'>(job: VerifyJob, kind: K) {
+  private async one(job: VerifyJob): Promise<VerifyOutcome> {
     const [outcome] = await this.pool.verify([job]);
     if (outcome!.kind === 'fault') throw new Fault(outcome!.detail);
-    return outcome as Extract<typeof outcome, { kind: K }>;
+    return outcome!;
   }
 }
 
