@@ -1,11 +1,11 @@
 // The code domain's verifier: start-up of one sandbox (Pyodide and sandbox.py), memory per pool worker, and
-// typical AZR-style tasks verified per second, in one interpreter (per core) and through the pool. A proposal's
-// validation runs its program twice (the determinism check); an answer check of code_o runs nothing, of code_i
-// and code_f once. Prints a table; writes JSON.
+// typical AZR-style tasks verified per second, in one interpreter (per core) and through the pool of sandbox
+// processes. A proposal's validation runs its program twice (the determinism check); every job first restores the
+// interpreter's memory snapshot, whose cost is also timed alone. Prints a table; writes JSON.
 //
 //   node dist/bench/verifier.js [--jobs 240] [--workers 2] [--out bench/results/verifier.json]
 
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -56,24 +56,38 @@ const invalid = verdicts.filter((v) => v.kind === 'validate' && !v.validation.va
 if (invalid.length > 0) throw new Error(`a typical task was refused: ${JSON.stringify(invalid[0])}`);
 rows.push({ setting: 'one interpreter (1 core)', jobs: jobs.length, programRunsPerS: (2 * jobs.length) / inlineS, jobsPerS: jobs.length / inlineS, jobsPerSPerCore: jobs.length / inlineS });
 const wasmHeapMb = mb(python.heapBytes);
+start = performance.now();
+for (let i = 0; i < 50; i++) python.restore();
+const restoreMs = (performance.now() - start) / 50;
 python.close();
 
-// The pool: start-up of its workers (the first batch waits for Pyodide), then steady throughput.
-const rssPoolBefore = process.memoryUsage().rss;
+// The pool: start-up of its processes (each loads Pyodide), then steady throughput.
 const pool = new PythonVerifierPool(workers);
 start = performance.now();
-await pool.verify(jobsOf(workers));
+await pool.ready();
 const poolStartupMs = performance.now() - start;
+await pool.verify(jobsOf(workers * 6)); // warm
 start = performance.now();
 await pool.verify(jobs);
 const poolS = (performance.now() - start) / 1000;
-const perWorkerMb = mb(process.memoryUsage().rss - rssPoolBefore) / workers;
+const perWorkerMb = mb(descendantsRssBytes(process.pid)) / workers;
 await pool.close();
-rows.push({ setting: `pool, ${workers} workers`, jobs: jobs.length, programRunsPerS: (2 * jobs.length) / poolS, jobsPerS: jobs.length / poolS, jobsPerSPerCore: jobs.length / poolS / Math.min(workers, cpus().length) });
+rows.push({ setting: `pool, ${workers} processes`, jobs: jobs.length, programRunsPerS: (2 * jobs.length) / poolS, jobsPerS: jobs.length / poolS, jobsPerSPerCore: jobs.length / poolS / Math.min(workers, cpus().length) });
 
-console.log(`sandbox start-up ${startupMs.toFixed(0)} ms in this thread (RSS +${interpreterMb.toFixed(0)} MiB, WebAssembly heap ${wasmHeapMb.toFixed(0)} MiB); pool of ${workers} ready in ${poolStartupMs.toFixed(0)} ms, ${perWorkerMb.toFixed(0)} MiB RSS per worker; ${cpus().length} cores`);
+/** Resident memory of every process below `pid` (Linux /proc; 0 elsewhere). */
+function descendantsRssBytes(pid: number): number {
+  try {
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    const rssKb = (child: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child}/status`, 'utf8'))?.[1] ?? 0);
+    return children.reduce((sum, child) => sum + rssKb(child) * 1024 + descendantsRssBytes(child), 0);
+  } catch {
+    return 0;
+  }
+}
+
+console.log(`sandbox start-up ${startupMs.toFixed(0)} ms in this thread (RSS +${interpreterMb.toFixed(0)} MiB, WebAssembly heap ${wasmHeapMb.toFixed(0)} MiB, restored in ${restoreMs.toFixed(2)} ms); pool of ${workers} processes ready in ${poolStartupMs.toFixed(0)} ms, ${perWorkerMb.toFixed(0)} MiB RSS per process; ${cpus().length} cores`);
 console.log('| setting | validations | validations/s | per core | program runs/s |');
 console.log('|---|---:|---:|---:|---:|');
 for (const r of rows) console.log(`| ${r.setting} | ${r.jobs} | ${(r.jobsPerS as number).toFixed(0)} | ${(r.jobsPerSPerCore as number).toFixed(0)} | ${(r.programRunsPerS as number).toFixed(0)} |`);
 mkdirSync(dirname(args.out!), { recursive: true });
-writeFileSync(args.out!, JSON.stringify({ cores: cpus().length, startupMs, interpreterMb, wasmHeapMb, poolStartupMs, perWorkerMb, rows }, null, 2));
+writeFileSync(args.out!, JSON.stringify({ cores: cpus().length, startupMs, interpreterMb, wasmHeapMb, restoreMs, poolStartupMs, perWorkerMb, rows }, null, 2));

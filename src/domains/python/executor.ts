@@ -53,6 +53,34 @@ export type CheckResult = { ok: true; metrics: ProgramMetrics } | { ok: false; r
  */
 export const HEAP_CAP_BYTES = 512 << 20;
 
+/**
+ * Typical jobs, run before the snapshot. Every job starts from the snapshot, so whatever Python warms by running
+ * (the specialised bytecode of sandbox.py and of the modules it uses, their caches, the allocator's pools) is warm
+ * in every job only if it was warm when the snapshot was taken. The same fixed programs in every worker: the
+ * snapshot, and so every verdict, is the same everywhere.
+ */
+const WARM_UP_PROGRAMS: Array<[string, string[]]> = [
+  ['def f(xs, k):\n    return sorted(xs, reverse=True)[:k]', ['[4, 9, 1, 7], 2', '[3], 1']],
+  ['def f(s):\n    seen, out = set(), []\n    for ch in s:\n        if ch not in seen:\n            seen.add(ch)\n            out.append(ch)\n    return "".join(out)', ["'mississippi'", "''"]],
+  ['from collections import Counter, defaultdict\ndef f(words):\n    groups = defaultdict(list)\n    for w in words:\n        groups[len(w)].append(w)\n    return dict(sorted(groups.items())), Counter(words).most_common(1)', ["['a', 'bb', 'a']"]],
+  ['import math, itertools, functools, re, heapq\ndef f(n):\n    pairs = list(itertools.combinations(range(n), 2))\n    total = functools.reduce(lambda a, b: a + b, [math.gcd(x, y) for x, y in pairs], 0)\n    return total, re.findall(r"[0-9]+", str(pairs)[:20]), heapq.nsmallest(2, [5, 1, 3])', ['5']],
+  ['def f(matrix):\n    return {i: [row[i] for row in matrix] for i in range(len(matrix[0]))}', ['[[1, 2], [3, 4]]']],
+];
+const WARM_UP_ROUNDS = 20;
+
+function warmUp(entry: Record<'run' | 'check' | 'same_value' | 'perturb', PyCallable>): void {
+  for (let round = 0; round < WARM_UP_ROUNDS; round++) {
+    for (const [program, inputs] of WARM_UP_PROGRAMS) {
+      entry.check(program);
+      const first = JSON.parse(entry.run(program, JSON.stringify(inputs), DEFAULT_FUEL)) as RunResult;
+      if (!first.ok) throw new Error(`the sandbox refused a warm-up program: ${first.reason}: ${first.detail}`);
+      entry.perturb(round);
+      entry.run(program, JSON.stringify(inputs), DEFAULT_FUEL);
+      entry.same_value(first.outputs[0], first.outputs[0]);
+    }
+  }
+}
+
 /** The interpreter died (a WebAssembly stack overflow, an internal error): the worker holding it must be replaced. */
 export class SandboxCrash extends Error {}
 
@@ -99,7 +127,9 @@ export class PythonExecutor {
     const get = (name: string) => pyodide.globals.get(name) as PyCallable;
     // The proxies of the entry points exist before the snapshot: a job creates no JavaScript reference into
     // Python's memory (arguments and answers are strings), so the restore cannot leave one dangling.
-    return new PythonExecutor(pyodide, { run: get('run'), check: get('check'), same_value: get('same_value'), perturb: get('perturb') }, stderr);
+    const entry = { run: get('run'), check: get('check'), same_value: get('same_value'), perturb: get('perturb') };
+    warmUp(entry);
+    return new PythonExecutor(pyodide, entry, stderr);
   }
 
   /**
