@@ -27,7 +27,7 @@ const number = (name: string) => (value: string) => {
   return n;
 };
 const backendOption = () => new Option('--backend <name>', 'compute backend').choices(BACKEND_CHOICES).default('auto');
-const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier worker threads (results do not depend on it)').argParser(integer('--verifier-workers')).default(1);
+const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers')).default(1);
 const storageOption = () => new Option('--weights <storage>', 'device storage of weight matrices (default: as stored in the file)').choices(['f32', 'f16']);
 
 const program = new Command('populora').description('Population self-play of LoRA adapters on WebGPU').showHelpAfterError();
