@@ -3,10 +3,11 @@
 // ran before, a dead process replaced with its job retried once, a hang a fault after the guard with no retry,
 // and `populora verify` on the same path.
 
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { VerifyJob, VerifyOutcome } from '../src/domains/domain.js';
@@ -141,6 +142,29 @@ describe('the Python verifier pool', () => {
       },
       { escapePayloadForTests: payload },
     );
+  });
+
+  it.runIf(process.platform === 'linux')('takes its sandbox processes down with it when it is killed, even one stuck in a job', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'populora-orphan-'));
+    const script = join(dir, 'parent.mjs');
+    const pool = new URL('../dist/src/domains/python/verifier-pool.js', import.meta.url).href;
+    const stuckJob = JSON.stringify(HANGING);
+    writeFileSync(script, `import { PythonVerifierPool } from ${JSON.stringify(pool)};
+const pool = new PythonVerifierPool(1, { escapePayloadForTests: ${JSON.stringify(HANG_PAYLOAD)}, wallClockGuardMs: 600000 });
+await pool.ready();
+void pool.verify([${stuckJob}]);
+console.log('stuck');
+setInterval(() => {}, 1000);`);
+    const parent = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'ignore'] });
+    await new Promise<void>((resolve) => parent.stdout!.on('data', () => resolve()));
+    const childrenOf = (pid: number) => readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    const launched = childrenOf(parent.pid!); // unshare (or the worker itself where there are no namespaces)
+    const sandboxProcesses = [...launched, ...launched.flatMap(childrenOf)];
+    expect(sandboxProcesses.length).toBeGreaterThan(0);
+    const alive = (pid: number) => existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    parent.kill('SIGKILL');
+    for (let i = 0; i < 50 && sandboxProcesses.some(alive); i++) await sleep(100);
+    expect(sandboxProcesses.filter(alive)).toEqual([]);
   });
 
   it('ends a job that outlives the wall-clock guard as a fault at once (no retry), and goes on', async () => {

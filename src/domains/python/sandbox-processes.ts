@@ -9,6 +9,7 @@
 //     processes, no worker threads, no addons, no inspector.
 //   - A fixed stack: `prlimit` gives the process's main thread a 64 MiB stack and V8 is allowed 60 MiB of it, the
 //     same for every worker and for `populora verify`, so a verdict never depends on which path ran it.
+//   - No orphans: `setpriv --pdeathsig KILL` ends the worker when its parent dies, even mid-way through C code.
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -45,8 +46,10 @@ export function fence(): Fence {
 function readablePaths(worker: string): string[] {
   const dist = worker.slice(0, worker.lastIndexOf(`${sep}dist${sep}`) + `${sep}dist${sep}`.length);
   const root = dirname(dist);
-  const pyodide = dirname(createRequire(import.meta.url).resolve('pyodide')) + sep;
-  return [dist, pyodide, join(root, 'src', 'domains', 'python', 'sandbox.py'), join(root, 'package.json')];
+  const pyodide = dirname(createRequire(import.meta.url).resolve('pyodide')) + sep; // its real path
+  const pyodideAsLinked = join(root, 'node_modules', 'pyodide') + sep; // the path module resolution reads, when linked
+  // Node 20 aborts on start-up (an assertion in its permission tree) if one path is granted twice: no duplicates.
+  return [...new Set([dist, pyodide, pyodideAsLinked, join(root, 'src', 'domains', 'python', 'sandbox.py'), join(root, 'package.json')])];
 }
 
 export interface SandboxProcessOptions {
@@ -59,8 +62,12 @@ export function sandboxCommand(options: SandboxProcessOptions = {}): { command: 
   const worker = compiledWorker(new URL('./sandbox-process.js', import.meta.url));
   const { namespaces, permissionFlag } = fence();
   const node = [process.execPath, permissionFlag, ...readablePaths(worker).map((path) => `--allow-fs-read=${path}`), `--stack-size=${V8_STACK_KB}`, worker];
-  const stack = process.platform === 'linux' ? ['prlimit', `--stack=${STACK_BYTES}`, '--'] : [];
-  const line = [...(namespaces.length > 0 ? ['unshare', ...namespaces] : []), ...stack, ...node];
+  // On Linux, the process this one starts is killed when this one dies (a worker stuck in C code would not notice
+  // the IPC channel closing), and `unshare --kill-child` passes that on to the worker.
+  const linux = process.platform === 'linux';
+  const killedWithParent = linux ? ['setpriv', '--pdeathsig', 'KILL', '--'] : [];
+  const fixedStack = linux ? ['prlimit', `--stack=${STACK_BYTES}`, '--'] : [];
+  const line = [...killedWithParent, ...(namespaces.length > 0 ? ['unshare', ...namespaces] : []), ...fixedStack, ...node];
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, NODE_OPTIONS: '' };
   if (options.escapePayloadForTests) env.POPULORA_SANDBOX_ESCAPE_PAYLOAD = options.escapePayloadForTests;
   return { command: line[0]!, args: line.slice(1), env };
