@@ -1,16 +1,19 @@
 // The populora command line, run as users run it: the built binary in a child process.
-import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CpuBackend } from '../src/backend/cpu.js';
+import { runCommand } from '../src/cli/run-command.js';
 import { loadModel } from '../src/model/checkpoint.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { LoraBank } from '../src/model/lora-bank.js';
 import { readNpy } from '../src/model/npy.js';
 import { loadPeftAdapter, savePeftAdapter, type LoraAdapter, type LoraModule } from '../src/model/peft.js';
 import { readSafetensors } from '../src/model/safetensors.js';
+import { ActorFailure } from '../src/runtime/world.js';
 import { maxAbs, maxAbsDiff } from './reference-llama.js';
 import { gpu } from './webgpu.js';
 
@@ -22,6 +25,14 @@ const adapterDir = join(dir, 'adapter');
 function populora(...args: string[]) {
   const result = spawnSync('node', [bin, ...args], { encoding: 'utf8' });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** A failure as the issue wants it: exit code 1, and one line on stderr (no stack trace) that matches `line`. */
+function expectOneLine(result: { code: number | null; stderr: string }, line: RegExp | string) {
+  expect(result.code, result.stderr).toBe(1);
+  expect(result.stderr.trim().split('\n'), result.stderr).toHaveLength(1);
+  if (typeof line === 'string') expect(result.stderr.trim()).toBe(line);
+  else expect(result.stderr.trim()).toMatch(line);
 }
 
 execFileSync('node', [bin, 'init-model', '--preset', 'qwen2-tiny', '--seed', '3', '--out', modelDir]);
@@ -139,6 +150,10 @@ describe('populora grad', () => {
 });
 
 describe('populora generate', () => {
+  it('refuses a negative temperature as a scenario does', () => {
+    expectOneLine(populora('generate', '--model', modelDir, '--prompt', '1+', '--temperature', '-1', '--backend', 'cpu'), 'populora: --temperature: expected a number >= 0 (0 = greedy), got -1');
+  });
+
   it('is reproducible from its seed and varies with it', () => {
     const text = (seed: string) => {
       const run = populora('generate', '--model', modelDir, '--prompt', '1+2=', '--seed', seed, '--max-tokens', '12', '--backend', 'cpu');
@@ -148,6 +163,14 @@ describe('populora generate', () => {
     };
     expect(text('4')).toBe(text('4'));
     expect(new Set([text('4'), text('5'), text('6')]).size).toBeGreaterThan(1);
+  });
+});
+
+describe('populora init-adapter', () => {
+  it('writes an absolute base_model_name_or_path, so PEFT finds the base from any folder', () => {
+    const out = join(dir, 'relative-adapter');
+    execFileSync('node', [bin, 'init-adapter', '--model', relative(dir, modelDir), '--out', out], { cwd: dir });
+    expect(JSON.parse(readFileSync(join(out, 'adapter_config.json'), 'utf8')).base_model_name_or_path).toBe(modelDir);
   });
 });
 
@@ -223,5 +246,117 @@ describe('populora run and replay', () => {
     const result = populora('run', bad, '--out', join(dir, 'bad-run'));
     expect(result.code).toBe(1);
     expect(result.stderr.trim()).toBe(`populora: ${bad}: field "sampling.answersPerStudent": expected an integer >= 1`);
+  });
+});
+
+describe('the run folder from the command line', () => {
+  const longRun = join(dir, 'long-run.yaml');
+  writeFileSync(longRun, 'name: long-run\nseed: 4\nsteps: 10\nbackend: cpu\nmodel: { preset: tiny }\npopulation: { subpopulations: 2, lora: { rank: 2 } }\ntasks: { perTeacher: 1, types: [deduce] }\nmatchmaking: { studentsPerTask: 1 }\nsampling: { answersPerStudent: 2, maxTokens: 16 }\n');
+  const summaryOf = (out: string) => JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as { hash: string };
+  let finished: string; // an uninterrupted run of long-run.yaml
+  beforeAll(() => {
+    finished = join(dir, 'long-finished');
+    expect(populora('run', longRun, '--out', finished).code).toBe(0);
+  });
+
+  it('refuses a second run --overwrite into a running run\'s folder, naming it; SIGINT stops the first after a step, and --resume ends as the uninterrupted run', async () => {
+    const out = join(dir, 'contested');
+    const first = spawn('node', [bin, 'run', longRun, '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    first.stdout.on('data', (chunk) => (stdout += chunk));
+    first.stderr.on('data', (chunk) => (stderr += chunk));
+    const exited = new Promise<number | null>((resolve) => first.on('exit', resolve));
+    while (!existsSync(join(out, 'metrics.jsonl')) || readFileSync(join(out, 'metrics.jsonl'), 'utf8') === '') await sleep(50); // step 0 is done
+
+    const second = populora('run', longRun, '--out', out, '--overwrite');
+    expectOneLine(second, `populora: ${out} is in use by populora (pid ${first.pid} on ${hostname()}: ${bin} run ${longRun} --out ${out}): wait for it to finish, or choose another --out. If no such process runs any more, delete ${join(out, 'run.lock')}`);
+    first.kill('SIGINT');
+    expect(await exited, stderr).toBe(130);
+    expect(stderr).toContain('SIGINT: finishing the step in progress, then saving a checkpoint and stopping');
+    const stop = /stopped on SIGINT after step (\d+) of 10, with a checkpoint there; continue the run with: populora run --resume (.*)$/m.exec(stdout);
+    expect(stop, stdout).not.toBeNull();
+    expect(Number(stop![1])).toBeLessThan(10);
+    expect(stop![2]).toBe(out);
+    expect(existsSync(join(out, 'checkpoints', `step-${stop![1]}`, 'manifest.json'))).toBe(true);
+
+    const resumed = populora('run', '--resume', out);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(summaryOf(out).hash).toBe(summaryOf(finished).hash);
+  });
+
+  it('names damage, a missing file and a wrong path in one line, never a stack trace', () => {
+    const copy = (name: string) => {
+      const to = join(dir, name);
+      cpSync(finished, to, { recursive: true });
+      return to;
+    };
+    const state = copy('damaged-state');
+    const stateFile = join(state, 'checkpoints', 'step-10', 'state.msgpack');
+    writeFileSync(stateFile, readFileSync(stateFile).subarray(0, 500));
+    expectOneLine(populora('run', '--resume', state), `populora: ${stateFile} does not match its checksum in manifest.json: the file is damaged. To go on, start the run again (the same scenario gives the same run) with: populora run ${join(state, 'scenario.json')} --out ${state} --overwrite`);
+    expectOneLine(populora('report', state), `populora: ${stateFile} does not match its checksum in manifest.json: the file is damaged; populora replay ${state} names every difference in the run folder`);
+
+    const metrics = copy('torn-metrics');
+    const lines = readFileSync(join(metrics, 'metrics.jsonl'), 'utf8').split('\n');
+    writeFileSync(join(metrics, 'metrics.jsonl'), [...lines.slice(0, 3), lines[3]!.slice(0, 40), ...lines.slice(4)].join('\n'));
+    expectOneLine(populora('run', '--resume', metrics), new RegExp(`^populora: ${join(metrics, 'metrics.jsonl')}: line 4 is not JSON \\(the file is damaged\\)`));
+
+    const garbled = copy('garbled');
+    writeFileSync(join(garbled, 'scenario.json'), '{"name": "long-run", "seed":');
+    expectOneLine(populora('report', garbled), new RegExp(`^populora: ${join(garbled, 'scenario.json')}: not valid JSON \\(.*\\): the file is damaged; each checkpoint's manifest.json records the scenario`));
+    expectOneLine(populora('export', garbled, '--out', join(dir, 'garbled-export')), new RegExp(`^populora: ${join(garbled, 'scenario.json')}: not valid JSON`));
+    expect(existsSync(join(dir, 'garbled-export'))).toBe(false);
+    const lineage = copy('garbled-lineage');
+    appendFileSync(join(lineage, 'lineage.json'), ']');
+    expectOneLine(populora('report', lineage), new RegExp(`^populora: ${join(lineage, 'lineage.json')}: not valid JSON .*run the scenario again`));
+
+    const noLog = copy('no-log');
+    rmSync(join(noLog, 'events.msgpack'));
+    expectOneLine(populora('replay', noLog), `populora: ${join(noLog, 'events.msgpack')} is missing: there is no recorded run to replay (a run writes its log from its first step; was it started?)`);
+
+    const aFile = join(dir, 'a-file');
+    writeFileSync(aFile, 'x');
+    expectOneLine(populora('run', longRun, '--out', aFile), `populora: ${aFile} is a file, not a folder: give --out a folder (a new one, or a run's to --resume)`);
+
+    const bomb = join(dir, 'bomb.yaml');
+    writeFileSync(bomb, ['a: &a [x, x, x, x, x, x, x, x, x]', ...'bcdefgh'.split('').map((k, i) => `${k}: &${k} [${Array(9).fill(`*${'abcdefg'[i]}`).join(', ')}]`)].join('\n'));
+    expectOneLine(populora('run', bomb, '--out', join(dir, 'bomb-run')), new RegExp(`^populora: ${bomb}: not valid YAML: Excessive alias count`));
+
+    const noModel = join(dir, 'no-model.yaml');
+    writeFileSync(noModel, readFileSync(longRun, 'utf8').replace('{ preset: tiny }', `{ path: ${join(dir, 'nowhere')} }`));
+    expectOneLine(populora('run', noModel, '--out', join(dir, 'no-model-run')), `populora: ${noModel}: field "model.path": the model folder ${join(dir, 'nowhere')} does not exist; give the path of a Hugging Face model folder (config.json, model.safetensors, tokenizer.json), or use {preset: tiny}`);
+  });
+});
+
+describe('errors on the command line', () => {
+  const printed: string[] = [];
+  afterEach(() => {
+    vi.restoreAllMocks();
+    printed.length = 0;
+    process.exitCode = 0;
+  });
+  const fail = (error: unknown, verbose: boolean) => {
+    vi.spyOn(console, 'error').mockImplementation((line: string) => void printed.push(line));
+    const command = { optsWithGlobals: () => ({ verbose }) };
+    return runCommand(async (_options: object, _command: unknown) => {
+      throw error;
+    })({}, command);
+  };
+
+  it('print a failing actor\'s name, step and message in one line; its stack only with --verbose', async () => {
+    const failure = new ActorFailure('teacher-1-0', 4, { type: 'validated' }, new Error('no proposal with request id 7'));
+    await fail(failure, false);
+    expect(printed).toEqual(['populora: actor teacher-1-0 failed at step 4 on message "validated": no proposal with request id 7']);
+    expect(process.exitCode).toBe(1);
+    printed.length = 0;
+    await fail(failure, true);
+    expect(printed).toHaveLength(2);
+    expect(printed[1]).toMatch(/^Error: actor teacher-1-0 .*\n\s+at [\s\S]*caused by: Error: no proposal with request id 7\n\s+at /);
+  });
+
+  it('say that the disk is full, whichever file filled it', async () => {
+    await fail(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', path: '/runs/x/report.html' }), false);
+    expect(printed).toEqual(['populora: /runs/x/report.html: the disk is full (ENOSPC: no space left on device, write); free some space and run the command again']);
   });
 });

@@ -30,7 +30,7 @@ const backendOption = () => new Option('--backend <name>', 'compute backend').ch
 const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers')).default(1);
 const storageOption = () => new Option('--weights <storage>', 'device storage of weight matrices (default: as stored in the file)').choices(['f32', 'f16']);
 
-const program = new Command('populora').description('Population self-play of LoRA adapters on WebGPU').showHelpAfterError();
+const program = new Command('populora').description('Population self-play of LoRA adapters on WebGPU').option('--verbose', 'print the stack trace of an error').showHelpAfterError();
 
 program
   .command('logits')
@@ -123,7 +123,7 @@ program
   .action(runCommand(runScenarioCommand));
 program
   .command('replay')
-  .description('re-execute a run from its recorded scenario and compare the event logs event by event')
+  .description('re-execute a run from its recorded scenario and check every file of the run folder against the replay (the event log event by event, metrics, lineage, summary, checkpoints and their manifests)')
   .argument('<dir>', 'run folder')
   .addOption(verifierWorkersOption())
   .action(runCommand(replayCommand));

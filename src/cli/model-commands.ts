@@ -1,6 +1,6 @@
 // Commands that inspect a model: logits, generate, and the seeded constructors init-model and init-adapter.
 
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Backend, WeightStorage } from '../backend/backend.js';
 import { openBackend, type BackendChoice } from '../backend/select.js';
 import { loadConfig, loadModel, randomModel, saveModel } from '../model/checkpoint.js';
@@ -12,6 +12,7 @@ import { writeNpy } from '../model/npy.js';
 import { LORA_MODULES, loadPeftAdapter, randomAdapter, savePeftAdapter, type LoraModule } from '../model/peft.js';
 import type { StoredDType } from '../model/safetensors.js';
 import { ARITH_ALPHABET, charTokenizerJson, loadTokenizer } from '../model/tokenizer.js';
+import { TEMPERATURE_EXPECTED } from '../scenario/scenario.js';
 import { UsageError } from './run-command.js';
 
 export interface ModelOptions {
@@ -55,6 +56,10 @@ export function parseTokenIds(text: string): number[] {
 }
 
 export async function generateCommand(options: ModelOptions & { prompt: string; seed: number; maxTokens: number; temperature: number; topP: number }): Promise<void> {
+  // The same bounds as a scenario's sampling fields: a negative temperature would flip the distribution.
+  if (options.temperature < 0) throw new UsageError(`--temperature: ${TEMPERATURE_EXPECTED}, got ${options.temperature}`);
+  if (!(options.topP > 0 && options.topP <= 1)) throw new UsageError(`--top-p: expected a number in (0, 1], got ${options.topP}`);
+  if (options.maxTokens < 1) throw new UsageError(`--max-tokens: expected an integer >= 1, got ${options.maxTokens}`);
   const tokenizer = loadTokenizer(join(options.model, 'tokenizer.json'));
   const prompt = tokenizer.encode(options.prompt);
   await withModel(options, async (model, bank, slot) => {
@@ -80,6 +85,6 @@ export async function initAdapterCommand(options: { model: string; out: string; 
   if (unknown.length > 0) throw new UsageError(`--targets: unknown module ${unknown.join(', ')}; choose from ${LORA_MODULES.join(', ')}`);
   if (options.rank < 1) throw new UsageError(`--rank must be at least 1, got ${options.rank}`);
   const adapter = randomAdapter(config, { rank: options.rank, alpha: options.alpha ?? 2 * options.rank, targets: targets as LoraModule[], seed: options.seed, init: options.init });
-  savePeftAdapter(options.out, { ...adapter, baseModel: options.model });
+  savePeftAdapter(options.out, { ...adapter, baseModel: resolve(options.model) }); // absolute: PEFT finds the base from any folder
   console.log(`wrote a rank-${options.rank} adapter on ${targets.join(', ')} to ${options.out}`);
 }

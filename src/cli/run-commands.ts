@@ -1,7 +1,8 @@
 // `populora run` and `populora replay`: a scenario in, a run folder out (with a progress bar and a summary
-// table); a run folder in, "identical" and its hash out (or the first differing event, and exit code 1).
+// table; SIGINT and SIGTERM stop it at the end of a step, resumable); a run folder in, "identical" and its hash
+// out, or every file that differs from the replay (the first differing event among them), and exit code 1.
 
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
 import cliProgress from 'cli-progress';
 import { loadRun, writeReport } from '../report/report.js';
@@ -19,25 +20,24 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
   const resumeDir = options.resume;
   const file = resumeDir ? join(resumeDir, 'scenario.json') : scenarioFile!;
   if (resumeDir && !existsSync(file)) throw new UsageError(`${resumeDir}: not a run folder (no scenario.json)`);
-  const scenario = resumeDir ? parseScenario(readFileSync(file, 'utf8'), file) : loadScenario(file);
+  const scenario = resumeDir ? parseScenario(readFileSync(file, 'utf8'), file, { relativeTo: resumeDir }) : loadScenario(file);
   const outDir = resumeDir ?? options.out ?? join('runs', basename(file, extname(file)));
-  if (options.overwrite && !resumeDir && existsSync(join(outDir, 'events.msgpack'))) {
-    if (!existsSync(join(outDir, 'scenario.json'))) throw new UsageError(`${outDir} does not look like a run folder (no scenario.json): not overwriting it`);
-    rmSync(outDir, { recursive: true });
-  }
   const bar = new cliProgress.SingleBar(
     { format: 'step {value}/{total} |{bar}| solve {solve} | teacher reward {reward} | valid {valid} | coverage {coverage} | {eta_formatted} left', hideCursor: true, etaBuffer: 4, noTTYOutput: true, notTTYSchedule: 30_000 },
     cliProgress.Presets.shades_classic,
   );
   console.log(`${resumeDir ? 'resuming' : 'running'} ${scenario.name}: ${scenario.steps} steps → ${outDir}`);
-  bar.start(scenario.steps, 0, { solve: '  -  ', reward: '  -  ', valid: '  -  ', coverage: 0 });
   const history: StepMetrics[] = [];
+  const stop = stopOnSignals();
   try {
     const result = await runScenario(scenario, {
       outDir,
       resume: Boolean(resumeDir),
+      overwrite: options.overwrite,
       scenarioFile: file,
       verifierWorkers: options.verifierWorkers,
+      signal: stop.signal,
+      onStart: (step) => bar.start(scenario.steps, step, { solve: '  -  ', reward: '  -  ', valid: '  -  ', coverage: 0 }),
       onStep: (m) => {
         history.push(m);
         bar.update(m.step + 1, { solve: percent(m.solveRate), reward: m.teacherReward.toFixed(2), valid: percent(m.validity), coverage: m.coverage });
@@ -46,10 +46,38 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
     bar.stop();
     printSummary(history, result.outDir, result.hash, result.events);
     console.log(`report: ${writeReport([loadRun(result.outDir)], join(result.outDir, 'report.html'))}`);
+    if (result.stopped) {
+      console.log(`stopped on ${result.stopped} after step ${result.step} of ${scenario.steps}, with a checkpoint there; continue the run with: populora run --resume ${outDir}`);
+      process.exitCode = SIGNAL_EXIT_CODES[result.stopped] ?? 1;
+    }
   } catch (error) {
     bar.stop();
     throw error;
+  } finally {
+    stop.dispose();
   }
+}
+
+/** The shell's convention: 128 + the signal's number. */
+const SIGNAL_EXIT_CODES: Record<string, number> = { SIGINT: 130, SIGTERM: 143 };
+
+/**
+ * SIGINT or SIGTERM stops the run at the next safe point: the end of the step in progress, which is then
+ * checkpointed. A second signal stops at once (the log holds every finished step; a resume re-runs from the last
+ * checkpoint).
+ */
+function stopOnSignals(): { signal: AbortSignal; dispose: () => void } {
+  const controller = new AbortController();
+  const onSignal = (name: NodeJS.Signals) => {
+    if (controller.signal.aborted) {
+      console.error(`\n${name} again: stopping now, without finishing the step; the run resumes from its last checkpoint`);
+      process.exit(SIGNAL_EXIT_CODES[name] ?? 1);
+    }
+    console.error(`\n${name}: finishing the step in progress, then saving a checkpoint and stopping (${name} again stops at once)`);
+    controller.abort(name);
+  };
+  for (const name of ['SIGINT', 'SIGTERM'] as const) process.on(name, onSignal);
+  return { signal: controller.signal, dispose: () => ['SIGINT', 'SIGTERM'].forEach((name) => process.off(name, onSignal)) };
 }
 
 function printSummary(history: StepMetrics[], outDir: string, hash: string, events: number): void {
@@ -71,15 +99,19 @@ function printSummary(history: StepMetrics[], outDir: string, hash: string, even
 }
 
 export async function replayCommand(dir: string, options: { verifierWorkers: number }): Promise<void> {
-  if (!existsSync(join(dir, 'scenario.json'))) throw new UsageError(`${dir}: not a run folder (no scenario.json)`);
   const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers });
+  for (const note of verdict.notes) console.log(`note: ${note}`);
   if (verdict.identical) {
-    console.log(`identical: ${verdict.events} events, run hash ${verdict.hash}`);
+    console.log(`identical: ${verdict.events} events, run hash ${verdict.hash}; every file of the run folder agrees with the replay`);
     return;
   }
-  console.log(`differs at event ${verdict.index}:`);
-  console.log(`  recorded: ${describeEvent(verdict.recorded)}`);
-  console.log(`  replayed: ${describeEvent(verdict.replayed)}`);
+  if (verdict.index !== null) {
+    console.log(`differs at event ${verdict.index}:`);
+    console.log(`  recorded: ${describeEvent(verdict.recorded)}`);
+    console.log(`  replayed: ${describeEvent(verdict.replayed)}`);
+  }
+  console.log(`differs from the replay in ${verdict.differences.length} place(s):`);
+  for (const difference of verdict.differences) console.log(`  ${difference}`);
   console.log(`run hash recorded ${verdict.recordedHash}, replayed ${verdict.replayedHash}`);
   process.exitCode = 1;
 }

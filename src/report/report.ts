@@ -5,6 +5,8 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, join, resolve } from 'node:path';
+import { checkpointProblems, checkpointSteps } from '../runtime/checkpoints.js';
+import { readJsonFile } from '../runtime/durable.js';
 import type { StepMetrics } from '../runtime/metrics.js';
 import { renderPage, type PageRun } from './page.js';
 
@@ -15,10 +17,15 @@ export interface RunData extends PageRun {
   steps: StepMetrics[];
 }
 
+/** A run folder's metrics, lineage and name, after verifying its checkpoints against their manifests. */
 export function loadRun(dir: string): RunData {
   const metricsFile = join(dir, 'metrics.jsonl');
   if (!existsSync(join(dir, 'scenario.json'))) throw new ReportError(`${dir}: not a run folder (no scenario.json)`);
   if (!existsSync(metricsFile)) throw new ReportError(`${dir}: the run has no metrics.jsonl yet (no step finished)`);
+  for (const step of checkpointSteps(dir)) {
+    const [problem] = checkpointProblems(dir, step).problems;
+    if (problem) throw new ReportError(`${problem}; populora replay ${dir} names every difference in the run folder`);
+  }
   const steps = readFileSync(metricsFile, 'utf8')
     .split('\n')
     .filter((line) => line.trim() !== '')
@@ -30,9 +37,9 @@ export function loadRun(dir: string): RunData {
       }
     });
   const lineageFile = join(dir, 'lineage.json');
-  const lineage = existsSync(lineageFile) ? (JSON.parse(readFileSync(lineageFile, 'utf8')) as PageRun['lineage']) : [];
-  const name = (JSON.parse(readFileSync(join(dir, 'scenario.json'), 'utf8')) as { name?: string }).name ?? basename(resolve(dir));
-  return { name, dir, steps, lineage };
+  const lineage = existsSync(lineageFile) ? readJsonFile<PageRun['lineage']>(lineageFile, `to get it back, run the scenario again (the same scenario gives the same run): populora run ${join(dir, 'scenario.json')} --out ANOTHER_FOLDER`) : [];
+  const scenario = readJsonFile<{ name?: string }>(join(dir, 'scenario.json'), 'each checkpoint\'s manifest.json records the scenario the run was started with (its "scenario" field)');
+  return { name: scenario.name ?? basename(resolve(dir)), dir, steps, lineage };
 }
 
 const require = createRequire(import.meta.url);

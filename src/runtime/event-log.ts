@@ -7,13 +7,15 @@
 // their fields were built in. Run hash: sha256("populora-events-v2" ‖ len₁ ‖ payload₁ ‖ len₂ ‖ payload₂ ‖ …) with each
 // length a u32 LE: one streaming hash over the framed payloads (the hash of any prefix is a copy of its state).
 //
-// Records are written at each step barrier (`flush`), so a crash loses at most the step in progress; a reader
-// reports a torn last record instead of failing on it.
+// Records are written at each step barrier (`flush`), whole and synced, so a crash or a power loss loses at most
+// the step in progress; a reader reports a torn last record instead of failing on it. A checkpoint records the
+// log's position (count and hash) at its step, and a resume checks the log against it (`continueFrom`).
 
 import { createHash } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { crc32 } from 'node:zlib';
 import { Packr } from 'msgpackr';
+import { AppendOnlyFile, nodeDisk, RunFolderError, type Disk } from './durable.js';
 
 /** A log that cannot be read: a record fails its checksum. */
 export class EventLogError extends Error {}
@@ -33,7 +35,7 @@ const MAX_RECORD_BYTES = 64 << 20;
  * The value with every plain object's keys sorted (typed arrays and arrays kept as they are). A subtree that is
  * already canonical is returned as it is, so a message built in key order costs no copy (the recorder's hot path).
  */
-function canonical(value: unknown): unknown {
+export function canonical(value: unknown): unknown {
   if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return value;
   if (Array.isArray(value)) {
     let copy: unknown[] | null = null;
@@ -80,58 +82,83 @@ export class RunHash {
   }
 }
 
+/** Where a log stood at a checkpoint: the records written before it and the run hash over them. */
+export interface LogPosition {
+  count: number;
+  hash: string;
+}
+
 export class EventLog {
   private readonly pending: Buffer[] = [];
   private readonly runHash = new RunHash();
-  private fd: number | null;
+  private readonly out: AppendOnlyFile;
   count = 0;
 
-  constructor(public file: string) {
-    this.fd = openSync(file, 'w');
+  constructor(file: string, disk: Disk = nodeDisk) {
+    this.out = new AppendOnlyFile(file, disk, 'create');
+  }
+
+  get file(): string {
+    return this.out.file;
   }
 
   /**
-   * Reopens a run's log to continue it from `step` (a resume from a checkpoint): keeps the events of earlier
-   * steps, drops the rest (the steps being re-run, and a torn record), and carries on their hash.
+   * Reopens a run's log to continue it from a checkpoint: verifies that its first records are the ones the
+   * checkpoint counted and hashed, keeps exactly those (byte for byte), and drops the rest (the steps being re-run,
+   * and a torn record). `checkpoint` names the checkpoint in errors; `whatToDo` says how to go on without it.
    */
-  static continueFrom(file: string, step: number): EventLog {
-    const { events } = readEventLog(file);
-    const log = new EventLog(`${file}.resume`); // the old log stays whole until the new one is on disk
-    for (const event of events) if (event.step < step) log.append(event);
+  static continueFrom(file: string, at: LogPosition, options: { disk?: Disk; checkpoint: string; whatToDo: string }): EventLog {
+    const { bytes, records, tornTailBytes } = readRecords(file);
+    if (records.length < at.count) {
+      const cut = tornTailBytes > 0 ? `; the ${tornTailBytes} bytes after it do not form a whole record (a damaged length field, or a cut)` : '';
+      throw new RunFolderError(`${file}: record ${records.length} (from byte ${bytes.length - tornTailBytes}) is missing, and every record after it: the log holds ${records.length} whole records${cut}, but ${options.checkpoint} was taken after ${at.count}. ${options.whatToDo}`);
+    }
+    const kept = records.slice(0, at.count);
+    const hash = new RunHash();
+    kept.forEach((record) => hash.add(record.payload));
+    if (hash.hex !== at.hash) {
+      throw new RunFolderError(`${file}: its first ${at.count} records do not hash to what ${options.checkpoint} recorded (${hash.hex.slice(0, 16)}… instead of ${at.hash.slice(0, 16)}…): the log was changed before the checkpoint. ${options.whatToDo}`);
+    }
+    const log = new EventLog(`${file}.resume`, options.disk); // the old log stays whole until the new one is on disk
+    kept.forEach((record) => log.appendRecord(record));
     log.flush();
-    renameSync(log.file, file); // the open descriptor follows the file
-    return Object.assign(log, { file });
+    log.out.replace(file);
+    return log;
   }
 
   append(event: RunEvent): void {
     const payload = encodeEvent(event);
     if (payload.length > MAX_RECORD_BYTES) throw new RangeError(`event ${event.type} from ${event.actor} at step ${event.step} is ${payload.length} bytes, over the ${MAX_RECORD_BYTES}-byte record limit`);
-    const frame = Buffer.alloc(payload.length + 8);
-    frame.writeUInt32LE(payload.length, 0);
-    payload.copy(frame, 4);
-    frame.writeUInt32LE(crc32(payload), payload.length + 4);
-    this.pending.push(frame);
-    this.runHash.add(payload);
+    this.appendRecord({ frame: frameOf(payload), payload });
+  }
+
+  private appendRecord(record: RawRecord): void {
+    this.pending.push(record.frame);
+    this.runHash.add(record.payload);
     this.count++;
   }
 
-  /** Writes what was appended since the last flush and syncs it to disk: call at every step barrier. */
+  /** Writes what was appended since the last flush, whole, and syncs it to disk: call at every step barrier. */
   flush(): void {
-    if (this.fd === null) throw new Error(`event log ${this.file} is closed`);
+    if (this.out.closed) throw new RunFolderError(`event log ${this.file} is closed`);
     if (this.pending.length === 0) return;
-    writeSync(this.fd, Buffer.concat(this.pending.splice(0)));
-    fsyncSync(this.fd);
+    this.out.append(Buffer.concat(this.pending.splice(0)));
+    this.out.sync();
   }
 
   get hash(): string {
     return this.runHash.hex;
   }
 
+  get position(): LogPosition {
+    return { count: this.count, hash: this.hash };
+  }
+
+  /** Flushes and closes; after a failed write (the file is closed already) the pending records are dropped. */
   close(): void {
-    if (this.fd === null) return;
+    if (this.out.closed) return;
     this.flush();
-    closeSync(this.fd);
-    this.fd = null;
+    this.out.close();
   }
 }
 
@@ -142,22 +169,41 @@ export interface ReadLog {
   tornTailBytes: number;
 }
 
-/** Reads and verifies a log; a corrupt record (checksum mismatch) is an error naming its index and offset. */
-export function readEventLog(file: string): ReadLog {
+interface RawRecord {
+  frame: Buffer; // length, payload, checksum
+  payload: Buffer;
+}
+
+function frameOf(payload: Buffer): Buffer {
+  const frame = Buffer.alloc(payload.length + 8);
+  frame.writeUInt32LE(payload.length, 0);
+  payload.copy(frame, 4);
+  frame.writeUInt32LE(crc32(payload), payload.length + 4);
+  return frame;
+}
+
+/** The whole records of a log file, each checked against its checksum, and the bytes after the last of them. */
+function readRecords(file: string): { bytes: Buffer; records: RawRecord[]; tornTailBytes: number } {
   const bytes = readFileSync(file);
-  const events: RunEvent[] = [];
-  const runHash = new RunHash();
+  const records: RawRecord[] = [];
   let offset = 0;
   while (offset + 4 <= bytes.length) {
     const length = bytes.readUInt32LE(offset);
     if (offset + 8 + length > bytes.length) break;
     const payload = bytes.subarray(offset + 4, offset + 4 + length);
     if (crc32(payload) !== bytes.readUInt32LE(offset + 4 + length)) {
-      throw new EventLogError(`${file}: record ${events.length} at byte ${offset} fails its checksum: the log is corrupt`);
+      throw new EventLogError(`${file}: record ${records.length} at byte ${offset} fails its checksum: the log is corrupt`);
     }
-    events.push(packr.unpack(payload) as RunEvent);
-    runHash.add(payload);
+    records.push({ frame: bytes.subarray(offset, offset + 8 + length), payload });
     offset += 8 + length;
   }
-  return { events, hash: runHash.hex, tornTailBytes: bytes.length - offset };
+  return { bytes, records, tornTailBytes: bytes.length - offset };
+}
+
+/** Reads and verifies a log; a corrupt record (checksum mismatch) is an error naming its index and offset. */
+export function readEventLog(file: string): ReadLog {
+  const { records, tornTailBytes } = readRecords(file);
+  const runHash = new RunHash();
+  for (const record of records) runHash.add(record.payload);
+  return { events: records.map((record) => packr.unpack(record.payload) as RunEvent), hash: runHash.hex, tornTailBytes };
 }

@@ -12,13 +12,12 @@ import { teacherHandler, type TeacherState } from '../../actors/teacher.js';
 import { VerifierService } from '../../actors/verifier.js';
 import { DOMAINS, type VerifierPool } from '../domains/domain.js';
 import { loadModel, randomModel } from '../model/checkpoint.js';
-import { TINY_CONFIGS, type LlamaConfig } from '../model/config.js';
+import type { LlamaConfig } from '../model/config.js';
 import { LlamaModel } from '../model/llama.js';
 import { LoraBank } from '../model/lora-bank.js';
 import { randomAdapter, type LoraAdapter } from '../model/peft.js';
-import { characterTokenizer, loadTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
-import type { Scenario } from '../scenario/scenario.js';
-import { ScenarioError } from '../scenario/scenario.js';
+import { loadTokenizer, type TextTokenizer } from '../model/tokenizer.js';
+import { presetModel, ScenarioError, type Scenario } from '../scenario/scenario.js';
 import { AdamW } from '../train/adamw.js';
 import { LlamaTrainer } from '../train/llama-backward.js';
 import type { Service, World } from './world.js';
@@ -39,10 +38,7 @@ export function planMembers(scenario: Scenario): MemberPlan[] {
   for (let s = 0; s < subpopulations; s++) for (let t = 0; t < teachers; t++) members.push({ id: `teacher-${s}-${t}`, role: 'teacher', subpopulation: s, slot: slot++ });
   const self = scenario.matchmaking.policy === 'self';
   for (let s = 0; s < subpopulations; s++) {
-    for (let i = 0; i < students; i++) {
-      const twin = members.find((m) => m.id === `teacher-${s}-${i}`);
-      members.push({ id: `student-${s}-${i}`, role: 'student', subpopulation: s, slot: self ? twin!.slot : slot++ });
-    }
+    for (let i = 0; i < students; i++) members.push({ id: `student-${s}-${i}`, role: 'student', subpopulation: s, slot: self ? s * teachers + i : slot++ }); // teacher-s-i's slot
   }
   return members.sort((a, b) => (a.id < b.id ? -1 : 1));
 }
@@ -55,26 +51,12 @@ export interface ModelParts {
 
 export function buildModel(scenario: Scenario, backend: Backend, file: string): ModelParts {
   if ('preset' in scenario.model) {
-    const config = TINY_CONFIGS[scenario.model.preset];
-    if (!config) throw new ScenarioError(`${file}: field "model.preset": unknown preset "${scenario.model.preset}" (one of ${Object.keys(TINY_CONFIGS).join(', ')})`);
-    const { tokenizer } = characterTokenizer(DOMAINS[scenario.domain].alphabet, `the ${scenario.model.preset} preset's character tokenizer`);
-    // A preset grows to its domain: the vocabulary to its characters (Python's printable ASCII is more than
-    // arith's 64), the context to its prompts (a program and reference tasks, one token per character).
-    const domain = DOMAINS[scenario.domain];
-    const sized = { ...config, vocabSize: vocabularyCovering(config.vocabSize, tokenizer), maxPositionEmbeddings: Math.max(config.maxPositionEmbeddings, domain.presetContext) };
-    return { config: sized, model: LlamaModel.upload(backend, sized, randomModel(sized, scenario.model.seed)), tokenizer };
+    const { config, tokenizer } = presetModel(scenario, file);
+    return { config, model: LlamaModel.upload(backend, config, randomModel(config, scenario.model.seed)), tokenizer };
   }
   const { config, weights, tokenizerFile } = loadModel(scenario.model.path);
   if (!tokenizerFile) throw new ScenarioError(`${file}: field "model.path": ${scenario.model.path} has no tokenizer.json, which the ${scenario.domain} domain needs to write its tasks`);
   return { config, model: LlamaModel.upload(backend, config, weights, { storage: scenario.model.weights }), tokenizer: loadTokenizer(tokenizerFile) };
-}
-
-/** Refuses a token budget too small for the domain's shortest proposal (a grammar mask could not finish it). */
-export function checkTokenBudget(scenario: Scenario, file: string): void {
-  const needed = DOMAINS[scenario.domain].minimumTokens(scenario.tasks.types);
-  if (scenario.sampling.maxTokens < needed) {
-    throw new ScenarioError(`${file}: field "sampling.maxTokens": ${scenario.sampling.maxTokens} tokens cannot hold the shortest ${scenario.tasks.types.join('/')} proposal; use at least ${needed} (${scenario.domain === 'arith' ? '24' : '256'} or more leaves room for real tasks)`);
-  }
 }
 
 export interface Simulation {

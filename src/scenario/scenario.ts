@@ -1,21 +1,39 @@
 // Scenario files (scenarios/*.yaml): what a run is. Validated by a schema whose errors name the file, the field
 // and what was expected; every default is filled in, and the resolved scenario is written into the run folder.
 
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { totalmem } from 'node:os';
+import { isAbsolute, resolve } from 'node:path';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
+import { MAX_CONTEXT } from '../backend/backend.js';
 import { ARITH_TASK_TYPES } from '../domains/arith/tasks.js';
 import { DOMAIN_NAMES, DOMAINS } from '../domains/domain.js';
 import { CODE_TASK_TYPES } from '../domains/python/tasks.js';
-import { LORA_MODULES } from '../model/peft.js';
+import { loadConfig } from '../model/checkpoint.js';
+import { TINY_CONFIGS, type LlamaConfig } from '../model/config.js';
+import { ModelFormatError } from '../model/errors.js';
+import { LORA_MODULES, loraModuleShape } from '../model/peft.js';
+import { characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
 
 export const MATCHMAKING_POLICIES = ['self', 'within', 'cross', 'random', 'rating', 'pfsp'] as const;
 export const TASK_TYPES = [...ARITH_TASK_TYPES, ...CODE_TASK_TYPES] as const;
 
-const THREADS_EXPECTED = 'expected a whole number >= 1, or auto';
-const int = (min: number) => z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` });
+/**
+ * Upper bounds of the counts, so that a typo (an extra zero or three) is refused at load instead of met as a hang
+ * or a climb through the machine's memory. `checkScenarioLimits` then holds the counts against the model and the
+ * machine: students that exist, the model's context and dimensions, the memory a step needs.
+ */
+export const LIMITS = { groupSize: 256, members: 1024, perTeacher: 1024, answersPerStudent: 1024, references: 64, sequencesPerStep: 65_536, rank: 1024, threads: 64, fitnessWindow: 10_000, steps: 10_000_000, fuel: 1_000_000_000, guardMs: 3_600_000 } as const;
+
+const THREADS_EXPECTED = `expected a whole number from 1 to ${LIMITS.threads}, or auto`;
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` }).max(max, { error: `expected an integer from ${min} to ${max}` });
 const positive = z.number({ error: 'expected a number' }).positive({ error: 'expected a positive number' });
 const probability = z.number({ error: 'expected a number' }).min(0, { error: 'expected a number in [0, 1]' }).max(1, { error: 'expected a number in [0, 1]' });
+
+/** What a sampling temperature may be (a scenario's, and `populora generate --temperature`'s). */
+export const TEMPERATURE_EXPECTED = 'expected a number >= 0 (0 = greedy)';
 
 const modelSchema = z.union(
   [
@@ -28,37 +46,37 @@ const modelSchema = z.union(
 export const scenarioSchema = z.strictObject({
   name: z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9._-]+$/, { error: 'expected letters, digits, ".", "_" or "-"' }),
   seed: int(0),
-  steps: int(1),
+  steps: int(1, LIMITS.steps),
   backend: z.enum(['webgpu', 'cpu', 'auto']).default('auto'),
   model: modelSchema,
   domain: z.enum(DOMAIN_NAMES, { error: `expected one of ${DOMAIN_NAMES.join(', ')}` }).default('arith'),
   population: z.strictObject({
-    subpopulations: int(1).default(1),
-    teachers: int(1).default(1), // per sub-population
-    students: int(1).default(1), // per sub-population
+    subpopulations: int(1, LIMITS.groupSize).default(1),
+    teachers: int(1, LIMITS.groupSize).default(1), // per sub-population
+    students: int(1, LIMITS.groupSize).default(1), // per sub-population
     lora: z.strictObject({
-      rank: int(1).default(8),
+      rank: int(1, LIMITS.rank).default(8),
       alpha: positive.optional(), // default 2·rank
       modules: z.array(z.enum(LORA_MODULES, { error: `expected one of ${LORA_MODULES.join(', ')}` })).min(1).default(['q_proj', 'v_proj']),
       init: z.enum(['peft', 'gaussian']).default('peft'),
     }).prefault({}),
   }).prefault({}),
   tasks: z.strictObject({
-    perTeacher: int(1).default(2), // proposals per teacher per task type per step
+    perTeacher: int(1, LIMITS.perTeacher).default(2), // proposals per teacher per task type per step
     types: z.array(z.enum(TASK_TYPES, { error: `expected one of ${TASK_TYPES.join(', ')}` })).min(1).optional(), // default: all of the domain's
-    references: int(0).default(3), // reference tasks in a teacher's prompt (domains that use them: python)
-    fuel: int(1000).default(100_000), // python: steps a program may take per run (lines and jumps)
-    guardMs: int(100).default(5_000), // python: wall-clock safety net per verifier job; when it fires, a fault, never a verdict
+    references: int(0, LIMITS.references).default(3), // reference tasks in a teacher's prompt (domains that use them: python)
+    fuel: int(1000, LIMITS.fuel).default(100_000), // python: steps a program may take per run (lines and jumps)
+    guardMs: int(100, LIMITS.guardMs).default(5_000), // python: wall-clock safety net per verifier job; when it fires, a fault, never a verdict
   }).prefault({}),
   matchmaking: z.strictObject({
     policy: z.enum(MATCHMAKING_POLICIES, { error: `expected one of ${MATCHMAKING_POLICIES.join(', ')}` }).default('cross'),
-    studentsPerTask: int(1).default(2),
+    studentsPerTask: int(1, LIMITS.members).optional(), // default: 2, or as many students as a task can meet if fewer
   }).prefault({}),
   sampling: z.strictObject({
-    temperature: z.number().min(0).default(1),
+    temperature: z.number({ error: 'expected a number' }).min(0, { error: TEMPERATURE_EXPECTED }).default(1),
     topP: z.number().gt(0).max(1).default(1),
-    answersPerStudent: int(1).default(4), // samples per (task, student): the solve rate's denominator
-    maxTokens: int(1).default(32),
+    answersPerStudent: int(1, LIMITS.answersPerStudent).default(4), // samples per (task, student): the solve rate's denominator
+    maxTokens: int(1, MAX_CONTEXT).default(32),
   }).prefault({}),
   rewards: z.strictObject({
     invalidPenalty: z.number().default(-1),
@@ -85,20 +103,23 @@ export const scenarioSchema = z.strictObject({
     sigma: z.number().min(0).default(0.05),
     optimizerState: z.enum(['reset', 'inherit']).default('reset'),
     fitness: z.enum(['rating', 'reward']).default('rating'), // rank by rating, or by mean reward over fitnessWindow steps
-    fitnessWindow: int(1).default(5),
+    fitnessWindow: int(1, LIMITS.fitnessWindow).default(5),
     // threads for the SVD crossover's small factorisations: a number, or auto (cores less one, at most 8); the
     // children are the same with any number
     threads: z
       .union([z.number(), z.literal('auto')], { error: THREADS_EXPECTED })
-      .refine((t) => t === 'auto' || (Number.isInteger(t) && t >= 1), { error: THREADS_EXPECTED })
+      .refine((t) => t === 'auto' || (Number.isInteger(t) && t >= 1 && t <= LIMITS.threads), { error: THREADS_EXPECTED })
       .default('auto'),
   }).prefault({}),
   checkpointEvery: int(0).default(0), // save adapters every N steps (0: at the end only)
 });
 
 type ParsedScenario = z.infer<typeof scenarioSchema>;
-/** A scenario with its domain's defaults filled in. */
-export type Scenario = ParsedScenario & { tasks: ParsedScenario['tasks'] & { types: (typeof TASK_TYPES)[number][] } };
+/** A scenario with the defaults that depend on other fields filled in (task types, students per task). */
+export type Scenario = ParsedScenario & {
+  tasks: ParsedScenario['tasks'] & { types: (typeof TASK_TYPES)[number][] };
+  matchmaking: ParsedScenario['matchmaking'] & { studentsPerTask: number };
+};
 
 export class ScenarioError extends Error {}
 
@@ -106,7 +127,13 @@ export class ScenarioError extends Error {}
 export function parseYamlWith<T extends z.ZodType>(schema: T, text: string, file: string): z.infer<T> {
   const document = parseDocument(text, { prettyErrors: true });
   if (document.errors.length > 0) throw new ScenarioError(`${file}: not valid YAML: ${document.errors[0]!.message}`);
-  const parsed = schema.safeParse(document.toJS());
+  let value: unknown;
+  try {
+    value = document.toJS(); // refuses a document whose aliases would expand without bound (a "billion laughs")
+  } catch (error) {
+    throw new ScenarioError(`${file}: not valid YAML: ${(error as Error).message} (write the values out instead of through so many aliases)`);
+  }
+  const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const field = issue.path.map((k) => (typeof k === 'number' ? `[${k}]` : `.${String(k)}`)).join('').replace(/^\./, '') || '(top level)';
@@ -116,21 +143,39 @@ export function parseYamlWith<T extends z.ZodType>(schema: T, text: string, file
   return parsed.data;
 }
 
-/** Parses and validates scenario text; `file` names it in errors. */
-export function parseScenario(text: string, file: string): Scenario {
+/**
+ * Parses and validates scenario text; `file` names it in errors. A relative `model.path` is taken relative to
+ * `relativeTo` (default: the working directory) and stored absolute, so that a run folder's scenario.json names
+ * the same model from any working directory.
+ */
+export function parseScenario(text: string, file: string, options: { relativeTo?: string } = {}): Scenario {
   const parsed = parseYamlWith(scenarioSchema, text, file);
   const domain = DOMAINS[parsed.domain];
   const types = parsed.tasks.types ?? [...domain.taskTypes];
   const foreign = types.find((type) => !domain.taskTypes.includes(type));
   if (foreign) throw new ScenarioError(`${file}: field "tasks.types": "${foreign}" is not a task type of the ${domain.name} domain (use ${domain.taskTypes.join(', ')})`);
-  const scenario: Scenario = { ...parsed, tasks: { ...parsed.tasks, types } };
-  if (scenario.matchmaking.policy === 'self' && scenario.population.students !== scenario.population.teachers) {
-    throw new ScenarioError(`${file}: field "population.students": under "self" every teacher solves its own tasks through a student twin that shares its adapter, so "students" must equal "teachers" (${scenario.population.teachers})`);
+  const { policy } = parsed.matchmaking;
+  if (policy === 'self' && parsed.population.students !== parsed.population.teachers) {
+    throw new ScenarioError(`${file}: field "population.students": under "self" every teacher solves its own tasks through a student twin that shares its adapter, so "students" must equal "teachers" (${parsed.population.teachers})`);
   }
-  if (scenario.matchmaking.policy === 'cross' && scenario.population.subpopulations < 2) {
-    throw new ScenarioError(`${file}: field "matchmaking.policy": "cross" pairs teachers with students of other sub-populations, so "population.subpopulations" must be at least 2 (got ${scenario.population.subpopulations})`);
+  if (policy === 'cross' && parsed.population.subpopulations < 2) {
+    throw new ScenarioError(`${file}: field "matchmaking.policy": "cross" pairs teachers with students of other sub-populations, so "population.subpopulations" must be at least 2 (got ${parsed.population.subpopulations})`);
   }
+  const studentsPerTask = parsed.matchmaking.studentsPerTask ?? Math.min(2, studentsATaskCanMeet({ ...parsed, matchmaking: { policy, studentsPerTask: 0 } }));
+  const model = 'path' in parsed.model ? { ...parsed.model, path: modelFolder(parsed.model.path, file, options.relativeTo ?? process.cwd()) } : parsed.model;
+  const scenario: Scenario = { ...parsed, model, tasks: { ...parsed.tasks, types }, matchmaking: { policy, studentsPerTask } };
+  checkScenarioLimits(scenario, file);
   return scenario;
+}
+
+/** The absolute path of a scenario's model folder, which must exist. */
+function modelFolder(path: string, file: string, relativeTo: string): string {
+  const absolute = resolve(relativeTo, path);
+  if (!existsSync(absolute)) {
+    const from = isAbsolute(path) ? '' : ` (${path}, taken relative to ${relativeTo})`;
+    throw new ScenarioError(`${file}: field "model.path": the model folder ${absolute}${from} does not exist; give the path of a Hugging Face model folder (config.json, model.safetensors, tokenizer.json), or use {preset: tiny}`);
+  }
+  return absolute;
 }
 
 export function loadScenario(file: string): Scenario {
@@ -141,4 +186,81 @@ export function loadScenario(file: string): Scenario {
     throw new ScenarioError(`${file}: cannot read the scenario (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   }
   return parseScenario(text, file);
+}
+
+/** A preset model's configuration, grown to its domain, and its character tokenizer. */
+export function presetModel(scenario: Scenario, file: string): { config: LlamaConfig; tokenizer: TextTokenizer } {
+  if (!('preset' in scenario.model)) throw new Error('presetModel: the scenario names a model folder');
+  const config = TINY_CONFIGS[scenario.model.preset];
+  if (!config) throw new ScenarioError(`${file}: field "model.preset": unknown preset "${scenario.model.preset}" (one of ${Object.keys(TINY_CONFIGS).join(', ')})`);
+  const domain = DOMAINS[scenario.domain];
+  const { tokenizer } = characterTokenizer(domain.alphabet, `the ${scenario.model.preset} preset's character tokenizer`);
+  // A preset grows to its domain: the vocabulary to its characters (Python's printable ASCII is more than
+  // arith's 64), the context to its prompts (a program and reference tasks, one token per character).
+  return { config: { ...config, vocabSize: vocabularyCovering(config.vocabSize, tokenizer), maxPositionEmbeddings: Math.max(config.maxPositionEmbeddings, domain.presetContext) }, tokenizer };
+}
+
+function modelConfig(scenario: Scenario, file: string): LlamaConfig {
+  if ('preset' in scenario.model) return presetModel(scenario, file).config;
+  try {
+    return loadConfig(scenario.model.path);
+  } catch (error) {
+    if (error instanceof ModelFormatError) throw new ScenarioError(`${file}: field "model.path": ${error.message}`);
+    throw error;
+  }
+}
+
+/** How many distinct students one task can go to under the scenario's matchmaking policy. */
+function studentsATaskCanMeet(scenario: Pick<Scenario, 'population' | 'matchmaking'>): number {
+  const { subpopulations, students } = scenario.population;
+  const byPolicy = { self: 1, within: students, cross: (subpopulations - 1) * students, random: subpopulations * students, rating: subpopulations * students, pfsp: subpopulations * students };
+  return byPolicy[scenario.matchmaking.policy];
+}
+
+const GIB = 2 ** 30;
+
+/**
+ * Holds a scenario's counts against what exists and what the model and the machine can hold: the members, the
+ * students a task can meet, the token budget against the domain and the model's context, the LoRA rank against
+ * the model's dimensions, and the memory one step needs against this machine's. Errors name the file and field.
+ */
+export function checkScenarioLimits(scenario: Scenario, file: string): void {
+  const fail = (field: string, message: string) => {
+    throw new ScenarioError(`${file}: field "${field}": ${message}`);
+  };
+  const { subpopulations, teachers, students, lora } = scenario.population;
+  const members = subpopulations * (teachers + students);
+  if (members > LIMITS.members) fail(teachers >= students ? 'population.teachers' : 'population.students', `${subpopulations} sub-population(s) of ${teachers} teacher(s) and ${students} student(s) make ${members} members, more than the ${LIMITS.members} a run holds`);
+  const canMeet = studentsATaskCanMeet(scenario);
+  if (scenario.matchmaking.studentsPerTask > canMeet) fail('matchmaking.studentsPerTask', `${scenario.matchmaking.studentsPerTask} students per task, but under "${scenario.matchmaking.policy}" a task can go to ${canMeet} student(s) of this population; use at most ${canMeet}, or add students`);
+  const needed = DOMAINS[scenario.domain].minimumTokens(scenario.tasks.types);
+  if (scenario.sampling.maxTokens < needed) fail('sampling.maxTokens', `${scenario.sampling.maxTokens} tokens cannot hold the shortest ${scenario.tasks.types.join('/')} proposal; use at least ${needed} (${scenario.domain === 'arith' ? '24' : '256'} or more leaves room for real tasks)`);
+
+  const config = modelConfig(scenario, file);
+  const context = Math.min(config.maxPositionEmbeddings, MAX_CONTEXT);
+  const prompt = Math.max(...scenario.tasks.types.map((type) => DOMAINS[scenario.domain].proposalPrompt(type, []).length)) + 1; // and a BOS
+  if (scenario.sampling.maxTokens + prompt > context) fail('sampling.maxTokens', `${scenario.sampling.maxTokens} tokens leave no room in the model's ${context}-token context for a ${prompt}-token prompt; use at most ${context - prompt}`);
+  for (const module of lora.modules) {
+    const { inFeatures, outFeatures } = loraModuleShape(config, module);
+    if (lora.rank > Math.min(inFeatures, outFeatures)) fail('population.lora.rank', `rank ${lora.rank} exceeds ${module}'s ${inFeatures} x ${outFeatures} in this model (hidden size ${config.hiddenSize}): a LoRA rank above the smaller dimension adds parameters and no capacity; use at most ${Math.min(inFeatures, outFeatures)}`);
+  }
+  checkStepMemory(scenario, config, fail);
+}
+
+/** A lower bound of what a step holds (its sequences' generated tokens through training, the adapter bank), held against this machine's memory. */
+function checkStepMemory(scenario: Scenario, config: LlamaConfig, fail: (field: string, message: string) => never): void {
+  const { population, tasks, matchmaking, sampling } = scenario;
+  const proposals = population.subpopulations * population.teachers * tasks.types.length * tasks.perTeacher;
+  const answers = proposals * matchmaking.studentsPerTask * sampling.answersPerStudent;
+  const field = sampling.answersPerStudent >= tasks.perTeacher ? 'sampling.answersPerStudent' : 'tasks.perTeacher'; // the larger multiplier
+  if (proposals + answers > LIMITS.sequencesPerStep) fail(field, `a step would generate up to ${proposals + answers} sequences (${proposals} proposals, each answered ${matchmaking.studentsPerTask * sampling.answersPerStudent} times), more than ${LIMITS.sequencesPerStep}; lower tasks.perTeacher, matchmaking.studentsPerTask or sampling.answersPerStudent`);
+  const activationBytesPerToken = 4 * (config.vocabSize + config.numLayers * (6 * config.hiddenSize + 3 * config.intermediateSize));
+  const stepBytes = (proposals + answers) * sampling.maxTokens * activationBytesPerToken;
+  const slots = population.subpopulations * (population.teachers + (matchmaking.policy === 'self' ? 0 : population.students));
+  const adapterValues = config.numLayers * population.lora.modules.reduce((n, m) => n + population.lora.rank * Object.values(loraModuleShape(config, m)).reduce((a, b) => a + b, 0), 0);
+  const bankBytes = slots * adapterValues * 4 * 4; // f32 weights, gradients and AdamW's two moments
+  const machineBytes = totalmem();
+  if (stepBytes + bankBytes > machineBytes) {
+    fail(stepBytes >= bankBytes ? field : 'population.lora.rank', `a step needs at least ${((stepBytes + bankBytes) / GIB).toFixed(1)} GiB (${proposals + answers} sequences of up to ${sampling.maxTokens} tokens through a model of hidden size ${config.hiddenSize}, ${slots} adapters of rank ${population.lora.rank}), more than this machine's ${(machineBytes / GIB).toFixed(1)} GiB; make the population or its step smaller`);
+  }
 }
