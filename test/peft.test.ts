@@ -172,8 +172,9 @@ describe('bad adapters give named errors', () => {
 
   it('in adapter_config.json', () => {
     expect(attempt({ use_dora: true })).toThrow(`${configFile}: field "use_dora": DoRA is not supported`);
-    expect(attempt({ target_modules: ['v_proj', 'lm_head', 'embed_tokens'] })).toThrow(`${configFile}: field "target_modules": lm_head, embed_tokens not supported; choose from q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj`);
-    expect(attempt({ target_modules: '.*(v_proj|up_proj)' })).toThrow(/field "target_modules": must be a list of module names \(a regex is not supported\)/);
+    expect(attempt({ target_modules: ['v_proj', 'lm_head'] })).toThrow(`${configFile}: field "target_modules": entry "lm_head" names lm_head, which populora does not adapt; it adapts only the attention and MLP projections (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)`);
+    expect(attempt({ target_modules: ['v_proj', 'embed_tokens'] })).toThrow(/field "target_modules": entry "embed_tokens" names model\.embed_tokens, which populora does not adapt/);
+    expect(attempt({ target_modules: { v_proj: true } })).toThrow(/field "target_modules": must be a list of module names or a regular expression/);
     expect(attempt({ rank_pattern: { 'model.layers.0.self_attn.v_proj': 4 } })).toThrow(/field "rank_pattern": per-module ranks are not supported/);
     expect(attempt({ alpha_pattern: { v_proj: 4 } })).toThrow(/field "alpha_pattern": per-module alphas are not supported/);
     expect(attempt({ fan_in_fan_out: true })).toThrow(/field "fan_in_fan_out"/);
@@ -182,7 +183,7 @@ describe('bad adapters give named errors', () => {
     expect(attempt({ peft_type: 'IA3' })).toThrow(/field "peft_type": "IA3" is not supported; only LORA/);
     expect(attempt({ r: 0 })).toThrow(/field "r": must be a positive integer, got 0/);
     expect(attempt({ lora_alpha: '16' })).toThrow(/field "lora_alpha": must be a number/);
-    expect(attempt({ layers_to_transform: [5] })).toThrow(/field "layers_to_transform": layer 5 does not exist; the base model has 2 layers/);
+    expect(attempt({ layers_to_transform: [5] })).toThrow(/field "layers_to_transform": layer 5 does not exist in the base model's 2 layers/);
     writeFileSync(configFile, '{"r": 2,');
     expect(() => loadPeftAdapter(out, tiny)).toThrow(`${configFile}: not valid JSON`);
     expect(() => loadPeftAdapter(join(dir, 'nowhere'), tiny)).toThrow(/nowhere\/adapter_config\.json: missing/);

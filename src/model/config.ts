@@ -39,8 +39,8 @@ const tokenId = z.number({ error: 'expected a token id (an integer >= 0)' }).int
 const bool = z.boolean({ error: 'expected true or false' });
 const DTYPES = ['float32', 'float16', 'bfloat16'] as const;
 
-// Fields transformers reads for these three architectures; anything else in config.json is ignored, as there.
-// (Mistral's and Qwen2's sliding windows are not modelled: they only matter past 4096 / 32768 tokens.)
+// Fields transformers reads for these three architectures that change the computation. Every other field in
+// config.json must be in HARMLESS_CONFIG_FIELDS, be checked by checkSlidingWindow, or be off (null, false, [] or {}).
 const schema = z.object({
   model_type: z.enum(SUPPORTED_MODEL_TYPES, { error: `expected one of ${SUPPORTED_MODEL_TYPES.map((t) => `"${t}"`).join(', ')} (Llama-family decoders)` }),
   vocab_size: positiveInt(),
@@ -65,6 +65,61 @@ const schema = z.object({
   dtype: z.enum(DTYPES, { error: `expected one of ${DTYPES.join(', ')}` }).nullish(), // transformers 5 renamed torch_dtype
 });
 
+/**
+ * config.json fields that do not change what a Llama, Qwen2 or Mistral model computes at inference: bookkeeping,
+ * training-only settings (dropout, initialisation, tensor-parallel splits), generation defaults and token ids
+ * populora takes from elsewhere. Keys starting with "_" (_name_or_path, ...) are transformers' own bookkeeping.
+ */
+const HARMLESS_CONFIG_FIELDS = new Set([
+  'architectures', 'transformers_version', 'auto_map', 'use_cache', 'initializer_range', 'attention_dropout', 'pretraining_tp',
+  'pad_token_id', 'sep_token_id', 'decoder_start_token_id', 'tokenizer_class', 'id2label', 'label2id', 'finetuning_task',
+  'problem_type', 'task_specific_params', 'prefix', 'return_dict', 'output_attentions', 'output_hidden_states', 'torchscript',
+  'use_bfloat16', 'tf_legacy_loss', 'pruned_heads', 'chunk_size_feed_forward', 'is_decoder', 'add_cross_attention',
+  'cross_attention_hidden_size', 'tie_encoder_decoder', 'max_length', 'min_length', 'do_sample', 'early_stopping', 'num_beams',
+  'num_beam_groups', 'diversity_penalty', 'temperature', 'top_k', 'top_p', 'typical_p', 'repetition_penalty', 'length_penalty',
+  'no_repeat_ngram_size', 'encoder_no_repeat_ngram_size', 'bad_words_ids', 'num_return_sequences', 'output_scores',
+  'return_dict_in_generate', 'forced_bos_token_id', 'forced_eos_token_id', 'remove_invalid_values',
+  'exponential_decay_length_penalty', 'suppress_tokens', 'begin_suppress_tokens', 'unsloth_version', 'unsloth_fixed',
+]);
+/** Read by checkSlidingWindow. */
+const SLIDING_WINDOW_FIELDS = new Set(['sliding_window', 'use_sliding_window', 'max_window_layers', 'layer_types']);
+const isOff = (value: unknown) => value === undefined || value === null || value === false || (Array.isArray(value) ? value.length === 0 : typeof value === 'object' && Object.keys(value).length === 0);
+
+/** An unknown field that is switched on is an option populora would silently not compute: refuse it by name. */
+function checkKnownFields(file: string, json: Record<string, unknown>): void {
+  for (const [field, value] of Object.entries(json)) {
+    if (field in schema.shape || HARMLESS_CONFIG_FIELDS.has(field) || SLIDING_WINDOW_FIELDS.has(field) || field.startsWith('_') || isOff(value)) continue;
+    if (field === 'quantization_config') fail(file, field, 'quantized checkpoints are not supported; use the unquantized (F32, F16 or BF16) model');
+    fail(file, field, `unknown to populora (it reads Llama, Qwen2 and Mistral configs as transformers 4 and 5 write them) and set to ${JSON.stringify(value)}, so it may change what the model computes; if the model does not use it, remove the field or set it to null`);
+  }
+}
+
+/**
+ * Mistral attends over the last `sliding_window` tokens only, and so does Qwen2 when use_sliding_window is true (in
+ * its layers from max_window_layers on, or those layer_types marks "sliding_attention"); Llama ignores the field.
+ * populora attends over the whole context, which is the same computation only while the context fits the window.
+ */
+function checkSlidingWindow(file: string, json: Record<string, unknown>, modelType: string, numLayers: number, context: number): void {
+  const window = json['sliding_window'];
+  const layerTypes = json['layer_types'] ?? null;
+  if (layerTypes !== null && (!Array.isArray(layerTypes) || !layerTypes.every((t) => t === 'full_attention' || t === 'sliding_attention'))) {
+    fail(file, 'layer_types', `expected a list of "full_attention" or "sliding_attention" (got ${JSON.stringify(layerTypes)}); other attention kinds are not supported`);
+  }
+  if (window === undefined || window === null || modelType === 'llama') return;
+  if (!Number.isInteger(window) || (window as number) < 1) fail(file, 'sliding_window', `expected a positive integer or null (got ${JSON.stringify(window)})`);
+  let where = 'every layer';
+  if (modelType === 'qwen2') {
+    if (json['use_sliding_window'] !== true) return;
+    const maxWindowLayers = json['max_window_layers'] ?? 28; // transformers' Qwen2Config default
+    const sliding = layerTypes ? layerTypes.includes('sliding_attention') : numLayers > (maxWindowLayers as number);
+    if (!sliding) return;
+    where = layerTypes ? 'the layers layer_types marks "sliding_attention"' : `layers ${String(maxWindowLayers)} and up (max_window_layers)`;
+  }
+  if ((window as number) < context) {
+    fail(file, 'sliding_window', `${String(window)} is smaller than the context (max_position_embeddings ${context}): the model attends only to the last ${String(window)} tokens in ${where}, and populora, which does not implement sliding windows, to all of them, so longer sequences would compute something else; set "max_position_embeddings" to ${String(window)} to use the model within its window`);
+  }
+}
+
 function fail(file: string, field: string, message: string): never {
   throw new ModelFormatError(`${file}: field "${field}": ${message}`);
 }
@@ -85,6 +140,9 @@ export function parseConfig(json: unknown, file = 'config.json'): LlamaConfig {
     fail(file, field, `${issue.message} (got ${JSON.stringify(value)})`);
   }
   const c = parsed.data;
+  const maxPositionEmbeddings = c.max_position_embeddings ?? DEFAULT_MAX_POSITIONS[c.model_type]!;
+  checkKnownFields(file, json as Record<string, unknown>);
+  checkSlidingWindow(file, json as Record<string, unknown>, c.model_type, c.num_hidden_layers, maxPositionEmbeddings);
   const numKvHeads = c.num_key_value_heads ?? c.num_attention_heads;
   if (c.num_attention_heads % numKvHeads !== 0) {
     fail(file, 'num_key_value_heads', `must divide "num_attention_heads" (got ${numKvHeads} and ${c.num_attention_heads})`);
@@ -117,7 +175,7 @@ export function parseConfig(json: unknown, file = 'config.json'): LlamaConfig {
     ropeScaling: c.rope_scaling ? parseRopeScaling(c.rope_scaling, 'rope_scaling', file) : rope ? parseRopeScaling(rope, 'rope_parameters', file) : null,
     tieWordEmbeddings: c.tie_word_embeddings,
     attentionBias: c.model_type === 'qwen2' || c.attention_bias, // Qwen2's q/k/v projections always carry biases
-    maxPositionEmbeddings: c.max_position_embeddings ?? DEFAULT_MAX_POSITIONS[c.model_type]!,
+    maxPositionEmbeddings,
     bosTokenId,
     eosTokenIds,
     torchDtype: c.torch_dtype ?? c.dtype ?? 'float32',
