@@ -1,14 +1,17 @@
-// The code domain's sandbox (src/domains/python): a corpus of hostile programs, each refused with its reason and
-// the host untouched; ordinary AZR-style tasks of all three types verified against the host's CPython as an
-// independent oracle; the reset between programs; the parsing of model text.
+// The code domain's sandbox (src/domains/python/sandbox.py), in process against one PythonExecutor: the hostile
+// corpus (each program refused with its reason, or run to the right answer, and a health check after each in the
+// same interpreter), each layer tested as if the one above it had fallen (an escaped program holding the
+// interpreter's real builtins and sys finds no JavaScript, no import, no judge it can reach), ordinary programs
+// verified against the host's CPython as an independent oracle, and the parsing of model text.
 
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PythonExecutor, SandboxCrash } from '../src/domains/python/executor.js';
+import { PythonExecutor, type RunResult } from '../src/domains/python/executor.js';
 import { checkAnswer, parseInputs, parseProgram, parseValue, SEED_TASKS, solvePrompt, validateProposal, type CodeTask } from '../src/domains/python/tasks.js';
+import { HEALTH_CHECK, HOSTILE, ORDINARY, SENTINEL_DIR, type HostileProgram } from './python-corpus.js';
 
 let python: PythonExecutor;
 beforeAll(async () => {
@@ -19,86 +22,220 @@ afterAll(() => python?.close());
 const fence = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
 const proposal = (program: string, ...inputs: string[]) => [fence('python', program), ...inputs.map((i) => fence('input', i))].join('\n');
 
-// A file on the host that hostile programs go after: it must stay as it is, and nothing may appear beside it.
-const hostDir = mkdtempSync(join(tmpdir(), 'populora-sandbox-'));
-const sentinel = join(hostDir, 'secret.txt');
-writeFileSync(sentinel, 'untouched');
+/** Python run with the interpreter's real builtins and sys: what a program that escaped every layer above could do. */
+const asEscaped = (source: string) => String((python as unknown as { pyodide: { runPython(code: string): unknown } }).pyodide.runPython(source));
 
-const HOSTILE: Array<{ what: string; program: string; reason: string; detail?: RegExp }> = [
-  { what: 'file read through open', program: `def f():\n    return open(${JSON.stringify(sentinel)}).read()`, reason: 'forbidden-builtin', detail: /open/ },
-  { what: 'file write through open', program: `def f():\n    open(${JSON.stringify(join(hostDir, 'planted.txt'))}, 'w').write('x')\n    return 1`, reason: 'forbidden-builtin' },
-  { what: 'import os', program: `import os\ndef f():\n    return os.listdir(${JSON.stringify(hostDir)})`, reason: 'forbidden-import', detail: /^os /m },
-  { what: 'import inside the function', program: 'def f():\n    import subprocess\n    return subprocess.run(["ls"])', reason: 'forbidden-import' },
-  { what: 'from-import of a denied module', program: 'from socket import socket\ndef f():\n    return 1', reason: 'forbidden-import' },
-  { what: 'the js bridge', program: 'import js\ndef f():\n    return str(js.process)', reason: 'forbidden-import', detail: /js/ },
-  { what: 'the pyodide bridge', program: 'import pyodide_js\ndef f():\n    return 1', reason: 'forbidden-import' },
-  { what: 'pyodide.ffi', program: 'from pyodide.ffi import to_js\ndef f():\n    return 1', reason: 'forbidden-import' },
-  { what: 'ctypes', program: 'import ctypes\ndef f():\n    return 1', reason: 'forbidden-import' },
-  { what: 'importlib', program: 'import importlib\ndef f():\n    return importlib.import_module("os")', reason: 'forbidden-import' },
-  { what: 'threading', program: 'import threading\ndef f():\n    return 1', reason: 'forbidden-import' },
-  { what: '__import__ by name', program: 'def f():\n    return __import__("os").getcwd()', reason: 'forbidden-builtin', detail: /__import__/ },
-  { what: 'imports through __builtins__', program: 'def f():\n    return __builtins__["__import__"]("os")', reason: 'forbidden-builtin' },
-  { what: 'the subclass walk', program: 'def f():\n    return ().__class__.__base__.__subclasses__()', reason: 'forbidden-attribute' },
-  { what: 'a function\'s globals', program: 'def g():\n    pass\ndef f():\n    return g.__globals__', reason: 'forbidden-attribute' },
-  { what: 'getattr with a string', program: 'def f():\n    return getattr((), "__cl" + "ass__")', reason: 'forbidden-builtin', detail: /getattr/ },
-  { what: 'eval', program: 'def f():\n    return eval("1 + 1")', reason: 'forbidden-builtin' },
-  { what: 'exec', program: 'def f():\n    exec("x = 1")\n    return 1', reason: 'forbidden-builtin' },
-  { what: 'compile', program: 'def f():\n    return compile("1", "x", "eval")', reason: 'forbidden-builtin' },
-  { what: 'input', program: 'def f():\n    return input()', reason: 'forbidden-builtin' },
-  { what: 'an aliased denied builtin (refused at call time)', program: 'def f():\n    g = vars\n    return g()', reason: 'forbidden-builtin', detail: /vars/ },
-  { what: 'a generator\'s frame', program: 'def f():\n    g = (x for x in [1])\n    return g.gi_frame.f_back', reason: 'forbidden-attribute' },
-  { what: 'attrgetter by string', program: 'import operator\ndef f():\n    return operator.attrgetter("__class__")(1)', reason: 'runtime-error', detail: /attrgetter/ },
-  { what: 'a module\'s modules', program: 'import typing\ndef f():\n    return typing.sys.modules', reason: 'runtime-error', detail: /sys/ },
-  { what: 'an infinite loop', program: 'def f():\n    while True: pass', reason: 'fuel' },
-  { what: 'a loop that catches Exception', program: 'def f():\n    while True:\n        try:\n            pass\n        except Exception:\n            pass', reason: 'fuel' },
-  { what: 'a loop in a finally', program: 'def f():\n    try:\n        while True: pass\n    finally:\n        while True: pass', reason: 'fuel' },
-  { what: 'a bare except', program: 'def f():\n    try:\n        return 1\n    except:\n        return 2', reason: 'forbidden-syntax' },
-  { what: 'catching BaseException', program: 'def f():\n    try:\n        return 1\n    except BaseException:\n        return 2', reason: 'forbidden-builtin' },
-  { what: 'deep recursion', program: 'def f(n=0):\n    return f(n + 1)', reason: 'recursion' },
-  { what: 'a list bomb', program: 'def f():\n    return len([0] * 10 ** 9)', reason: 'memory' },
-  { what: 'a string bomb', program: 'def f():\n    s = "x"\n    s *= 10 ** 8\n    return len(s)', reason: 'memory' },
-  { what: 'a power bomb', program: 'def f():\n    return 10 ** 10 ** 8', reason: 'memory' },
-  { what: 'pow() as a bomb', program: 'def f():\n    return pow(7, 10 ** 9)', reason: 'memory' },
-  { what: 'a shift bomb', program: 'def f():\n    return 1 << 10 ** 9', reason: 'memory' },
-  { what: 'a loop in C over a huge range', program: 'def f():\n    return sum(range(10 ** 12))', reason: 'fuel', detail: /range/ },
-  { what: 'a list built in one C call', program: 'import itertools\ndef f():\n    return len(list(itertools.repeat(0, 10 ** 8)))', reason: 'memory' },
-  { what: 'a buffer over the per-run limit', program: 'def f():\n    return len(bytearray(10 ** 8))', reason: 'memory' },
-  { what: 'a MemoryError caught by the program', program: 'def f():\n    try:\n        return len(bytes(2 * 10 ** 9))\n    except Exception:\n        return -1', reason: 'memory' },
-  { what: 'a huge output', program: 'def f():\n    return list(range(10 ** 5))', reason: 'output-too-large' },
-  { what: 'a print flood', program: 'def f():\n    for i in range(1000):\n        print("x" * 100)\n    return 1', reason: 'output-too-large' },
-  { what: 'randomness', program: 'import random\ndef f():\n    return random.random()', reason: 'forbidden-import' },
-  { what: 'the clock', program: 'import time\ndef f():\n    return time.time()', reason: 'forbidden-import' },
-  { what: 'the calendar clock', program: 'from datetime import datetime\ndef f():\n    return str(datetime.now())', reason: 'forbidden-import' },
-  { what: 'addresses', program: 'def f():\n    return id(object())', reason: 'forbidden-builtin' },
-  { what: 'a value that is not a literal', program: 'def f():\n    return object()', reason: 'not-literal' },
-  { what: 'no function f', program: 'def g():\n    return 1', reason: 'no-function' },
-  { what: 'a syntax error', program: 'def f(:\n    return 1', reason: 'syntax' },
-];
+/** The host's CPython runs each program on each input: the independent oracle for outputs. */
+function cpythonOutputs(cases: ReadonlyArray<{ program: string; inputs: string[] }>): string[][] {
+  const script = `
+import json, sys, ast
+out = []
+for case in json.load(sys.stdin):
+    g = {}
+    exec(case['program'], g)
+    out.append([repr(g['f'](*ast.literal_eval('(' + i + ',)'))) for i in case['inputs']])
+print(json.dumps(out))`;
+  const run = spawnSync('python3', ['-c', script], { input: JSON.stringify(cases), encoding: 'utf8', env: { ...process.env, PYTHONHASHSEED: '0' } });
+  expect(run.status, `python3 is needed as the reference: ${run.stderr}`).toBe(0);
+  return JSON.parse(run.stdout) as string[][];
+}
 
-describe('the Python sandbox refuses hostile programs', () => {
-  it.each(HOSTILE)('$what → $reason', ({ program, reason, detail }) => {
-    const result = python.run(program, ['']);
-    expect(result.ok, JSON.stringify(result)).toBe(false);
-    if (result.ok) return;
-    expect(result.reason, result.detail).toBe(reason);
-    if (detail) expect(result.detail).toMatch(detail);
+function expectVerdict(result: RunResult, entry: HostileProgram): void {
+  if (entry.reason === 'ok') {
+    expect(result, JSON.stringify(result)).toMatchObject({ ok: true, outputs: entry.outputs });
+    return;
+  }
+  expect(result.ok, JSON.stringify(result)).toBe(false);
+  if (result.ok) return;
+  expect(result.reason, result.detail).toBe(entry.reason);
+  if (entry.detail) expect(result.detail).toMatch(entry.detail);
+}
+
+// ---- the hostile corpus ------------------------------------------------------------------------------------------
+
+describe('hostile programs', () => {
+  const healthy = cpythonOutputs([HEALTH_CHECK])[0]!;
+  mkdirSync(SENTINEL_DIR, { recursive: true });
+  writeFileSync(join(SENTINEL_DIR, 'secret.txt'), 'untouched');
+  const inProcess = HOSTILE.filter((entry) => entry.stack !== 'production');
+
+  it.each(inProcess)('$what → $reason', (entry) => {
+    const started = performance.now();
+    expectVerdict(python.run(entry.program, entry.inputs), entry);
+    expect(performance.now() - started, 'a hostile program ends by counting, long before any guard on time').toBeLessThan(10_000);
+    expect(python.run(HEALTH_CHECK.program, HEALTH_CHECK.inputs), 'the health check after it').toMatchObject({ ok: true, outputs: healthy });
   });
 
   it('leaves the host untouched by all of them', () => {
-    expect(readFileSync(sentinel, 'utf8')).toBe('untouched');
-    expect(readdirSync(hostDir)).toEqual(['secret.txt']);
+    expect(readFileSync(join(SENTINEL_DIR, 'secret.txt'), 'utf8')).toBe('untouched');
+    expect(readdirSync(SENTINEL_DIR)).toEqual(['secret.txt']);
   });
 
-  it('rejects a program whose output depends on where objects land (id-ordered sets) as nondeterministic', () => {
+  it("ends the ones that need it as their verdicts with the verifier processes' stack (60 MB of V8 stack)", async () => {
+    const deep = HOSTILE.filter((entry) => entry.stack === 'production');
+    const results = await runWithProductionStack([...deep.flatMap((entry) => [entry, HEALTH_CHECK])]);
+    deep.forEach((entry, i) => {
+      expectVerdict(results[2 * i]!, entry);
+      expect(results[2 * i + 1]).toMatchObject({ ok: true, outputs: healthy });
+    });
+  });
+
+  it('refuses a program whose output depends on where objects land (id-ordered sets) as nondeterministic', () => {
     const program = 'class A:\n    def __init__(self, v):\n        self.v = v\ndef f(n):\n    return [a.v for a in {A(i) for i in range(n)}]';
     expect(validateProposal(python, 'code_o', proposal(program, '24'))).toEqual({ valid: false, reason: 'nondeterministic: two runs of the program disagree' });
   });
+});
 
-  it('puts back what a program changed on a shared library class before the next one runs', () => {
-    const patch = python.run('import collections\ndef f():\n    collections.Counter.most_common = lambda self, n=None: "patched"\n    collections.Counter.extra = 1\n    return collections.Counter("aab").most_common()', ['']);
-    expect(patch).toMatchObject({ ok: true, outputs: ["'patched'"] });
-    const after = python.run('import collections\ndef f():\n    c = collections.Counter("aab")\n    return [c.most_common(), hasattr(collections.Counter, "extra")]', ['']);
-    expect(after).toMatchObject({ ok: true, outputs: ["[[('a', 2), ('b', 1)], False]"] });
+const EXECUTOR = fileURLToPath(new URL('../dist/src/domains/python/executor.js', import.meta.url));
+
+/** Runs programs in a node process given the stack the verifier's sandbox processes have (sandbox-processes.ts). */
+async function runWithProductionStack(cases: ReadonlyArray<{ program: string; inputs: string[] }>): Promise<RunResult[]> {
+  expect(existsSync(EXECUTOR), 'the compiled executor (npm run build)').toBe(true);
+  const script = `const { PythonExecutor } = await import(${JSON.stringify(EXECUTOR)});
+const python = await PythonExecutor.load();
+const cases = JSON.parse(process.argv[1]);
+process.stdout.write(JSON.stringify(cases.map((c) => python.run(c.program, c.inputs))));`;
+  const node = [process.execPath, '--stack-size=60000', '--input-type=module', '-e', script, JSON.stringify(cases)];
+  const command = process.platform === 'linux' ? ['prlimit', `--stack=${64 << 20}`, '--', ...node] : node;
+  const child = spawn(command[0]!, command.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  expect(status, stderr.slice(-2000)).toBe(0);
+  return JSON.parse(stdout) as RunResult[];
+}
+
+// ---- each layer as if the one above it had fallen --------------------------------------------------------------
+
+describe('layer 0: no exits, for a program holding the real builtins and sys', () => {
+  it('cannot import the JavaScript bridge, the FFI, ctypes or the C test modules, by any route', () => {
+    const names = ['js', 'pyodide_js', 'pyodide', 'pyodide.ffi', 'pyodide.code', '_pyodide', '_pyodide._importhook', '_pyodide_core', 'ctypes', '_ctypes', '_testcapi', '_testinternalcapi', '_testlimitedcapi', 'zipimport_new', 'os.nothing'];
+    const attempts = `
+import sys, builtins, importlib, gc
+from importlib.machinery import BuiltinImporter, ModuleSpec
+results = {}
+for name in ${JSON.stringify(names)}:
+    outcomes = []
+    sys.modules.pop(name, None)
+    for attempt in (
+        lambda: builtins.__import__(name),
+        lambda: importlib.import_module(name),
+        lambda: BuiltinImporter.create_module(ModuleSpec(name, BuiltinImporter, origin='built-in')),
+        lambda: importlib._bootstrap._builtin_from_name(name),
+        lambda: sys.modules['_frozen_importlib']._imp.create_builtin(ModuleSpec(name, None)),
+    ):
+        try:
+            module = attempt()
+            outcomes.append('made ' + repr(module))
+        except BaseException as error:
+            outcomes.append(type(error).__name__)
+    results[name] = outcomes
+modules = [m for m in gc.get_objects() if type(m).__name__ == 'module' and getattr(m, '__name__', '') == '_imp']
+import json
+json.dumps({'results': results, 'imp_modules': len(modules), 'path': sys.path, 'meta_path': [repr(f) for f in sys.meta_path]})`;
+    const found = JSON.parse(asEscaped(attempts)) as { results: Record<string, string[]>; imp_modules: number; path: string[]; meta_path: string[] };
+    for (const [name, outcomes] of Object.entries(found.results)) {
+      for (const outcome of outcomes) expect(outcome, `${name}: ${outcomes.join(', ')}`).not.toMatch(/^made/);
+    }
+    expect(found.imp_modules).toBe(0);
+    expect(found.path).toEqual([]);
+    expect(found.meta_path).toEqual([]);
+  });
+
+  it('finds no JsProxy, no FFI function and no way to build one anywhere in the heap, so never JavaScript\'s Function', () => {
+    const scan = `
+import gc, sys, json, types
+def js_kind(kind):
+    return any(base.__name__.startswith('Js') and base.__module__.startswith(('pyodide', '_pyodide')) for base in kind.__mro__)
+seen, stack, found = set(), list(gc.get_objects()), []
+while stack:  # everything tracked, and what it refers to one level down (untracked objects: strings, functions of C modules...)
+    obj = stack.pop()
+    if id(obj) in seen:
+        continue
+    seen.add(id(obj))
+    kind = type(obj)
+    if js_kind(kind) and kind.__name__ not in ('JsNull',):
+        found.append('instance of ' + kind.__name__)
+    if isinstance(obj, types.BuiltinFunctionType) and getattr(obj.__self__, '__name__', None) in ('_pyodide_core', '_imp'):
+        found.append('function ' + obj.__name__)
+    if isinstance(obj, types.ModuleType) and obj.__name__.split('.')[0] in ('js', 'pyodide_js', 'pyodide', '_pyodide', '_pyodide_core') and any(not k.startswith('__') for k in vars(obj)) and obj.__name__ not in ('pyodide.code', '_pyodide._base'):
+        found.append('module ' + obj.__name__)
+    if len(seen) < 400000:
+        stack.extend(r for r in gc.get_referents(obj) if id(r) not in seen)
+built = []
+for kind in [k for k in gc.get_objects() if isinstance(k, type) and js_kind(k)]:
+    for make in [kind] + [getattr(kind, name) for name in list(vars(kind)) if isinstance(vars(kind)[name], (classmethod, staticmethod))]:
+        for args in ((), ('Error', 'message'), (1,), ([1],)):
+            try:
+                made = make(*args)
+            except BaseException:
+                continue
+            if js_kind(type(made)) and type(made).__name__ != 'JsNull':
+                try:
+                    made.constructor
+                    built.append(kind.__name__ + ' gives a JsProxy with attributes')
+                except BaseException:
+                    pass
+left = [name for name in ('pyodide.code', '_pyodide._base') if name in sys.modules]
+json.dumps({'found': found, 'built': built, 'importable': left})`;
+    expect(JSON.parse(asEscaped(scan))).toEqual({ found: [], built: [], importable: [] });
+  });
+
+  it('has no stdlib archive left to load code from, and pyodide.runPython still works for the host', () => {
+    expect(asEscaped("import os\nstr(sorted(n for n in os.listdir('/lib') if n.endswith('.zip')))")).toBe('[]');
+    expect(asEscaped('1 + 1')).toBe('2');
+  });
+});
+
+describe('layer 1: the source, by allow-list', () => {
+  const verdict = (program: string, inputs = ['']) => python.run(program, inputs);
+
+  it('allows _ and __ as variable names, and the dunder methods of ordinary classes', () => {
+    expect(verdict('def f(n):\n    __ = n * 2\n    _ = __ + 1\n    for __ in range(2):\n        pass\n    return [_, __]', ['3'])).toMatchObject({ ok: true, outputs: ['[7, 1]'] });
+    expect(verdict('class A:\n    __slots__ = ("v",)\n    __hash__ = None\n    def __init__(self, v):\n        self.v = v\n    def __eq__(self, o):\n        return self.v == o.v\n    def __len__(self):\n        return self.v\ndef f():\n    return [A(1) == A(1), len(A(3)), type(A(1)).__name__]')).toMatchObject({ ok: true, outputs: ["[True, 3, 'A']"] });
+  });
+
+  it('rewrites a bare except to except Exception, and refuses except BaseException with the reason', () => {
+    expect(verdict('def f():\n    try:\n        return 1 // 0\n    except:\n        return -1')).toMatchObject({ ok: true, outputs: ['-1'] });
+    expect(verdict('def f():\n    try:\n        return 1\n    except BaseException:\n        return 2')).toMatchObject({ ok: false, reason: 'forbidden-syntax', detail: expect.stringMatching(/would swallow the sandbox's limits/) });
+  });
+
+  it('reads a trailing comma in an input as one argument, as Python does', () => {
+    expect(verdict('def f(*args):\n    return len(args)', ["'x',", "'x', 2,", '', 'f(1,)'])).toMatchObject({ ok: true, outputs: ['1', '2', '0', '1'] });
+  });
+
+  it('allows the attributes a program defines or reads from the library, and no other', () => {
+    expect(verdict('from collections import namedtuple\nP = namedtuple("P", "left right")\ndef f():\n    p = P(1, 2)\n    return [p.left, p._replace(right=5).right, p._asdict()["left"]]')).toMatchObject({ ok: true, outputs: ['[1, 5, 1]'] });
+    expect(verdict('def f(s):\n    return s.upper().center(7, "*")', ["'ab'"])).toMatchObject({ ok: true, outputs: ["'***AB**'"] });
+    expect(verdict('def f():\n    return (1).gi_code')).toMatchObject({ ok: false, reason: 'forbidden-attribute' });
+  });
+});
+
+describe('layer 4: the verdict, by code the program cannot reach', () => {
+  it('compares answers as exact-type values: 1 is not 1.0 nor True, and set and dict order does not matter', () => {
+    expect(python.sameValue('[1,2]', '[1, 2]')).toBe(true);
+    expect(python.sameValue('{2, 1}', '{1, 2}')).toBe(true);
+    expect(python.sameValue("{'b': 1, 'a': [2]}", "{'a': [2], 'b': 1}")).toBe(true);
+    expect(python.sameValue('1', '1.0')).toBe(false);
+    expect(python.sameValue('1', 'True')).toBe(false);
+    expect(python.sameValue('(1,)', '[1]')).toBe(false);
+    expect(python.sameValue('__import__("os")', '__import__("os")')).toBe(false);
+    expect(python.sameValue('[' .repeat(150) + ']'.repeat(150), '[' .repeat(150) + ']'.repeat(150))).toBe(false);
+  });
+
+  it('judges the same with repr and sorted poisoned by an escaped program (the judge holds its own references)', () => {
+    const program = ORDINARY[35]!;
+    const before = python.run(program.program, program.inputs);
+    try {
+      asEscaped("import builtins\nbuiltins.repr = lambda x: 'X'\nbuiltins.sorted = lambda x, **k: list(x)\n'poisoned'");
+      expect(python.run(program.program.replace('sorted', 'list'), program.inputs)).toMatchObject({ outputs: before.ok ? before.outputs : [], outputTypes: before.ok ? before.outputTypes : [] });
+      expect(python.sameValue('{3, 1, 2}', '{1, 2, 3}')).toBe(true);
+      expect(python.sameValue('[1, 2]', '[2, 1]')).toBe(false);
+    } finally {
+      python.restore();
+    }
   });
 
   it('counts fuel exactly: a loop of n iterations costs a fixed amount per iteration', () => {
@@ -115,50 +252,29 @@ describe('the Python sandbox refuses hostile programs', () => {
     expect(python.run(program, ['1000'], fuelOf(1000))).toMatchObject({ ok: true });
   });
 
-  it('dies on a C-stack overflow as a SandboxCrash (the pool replaces the worker), not as a verdict', async () => {
-    const crashing = await PythonExecutor.load();
-    try {
-      const nested = 'def f():\n    x = []\n    for i in range(1000000):\n        x = [x]\n    return repr(x)';
-      expect(() => crashing.run(nested, [''], 10_000_000)).toThrow(SandboxCrash);
-    } finally {
-      crashing.close();
-    }
+  it('keeps a refusal whatever the program does with it, and gives the same verdict twice', () => {
+    const program = 'def f():\n    try:\n        x = [0] * 10 ** 9\n    finally:\n        return "swallowed"';
+    const first = python.run(program, ['']);
+    expect(first).toMatchObject({ ok: false, reason: 'memory' });
+    expect(python.run(program, [''])).toEqual(first);
+  });
+
+  it('ends a 1,000,000-deep list as a recursion verdict, not a crash of the interpreter', () => {
+    const nested = 'def f():\n    x = []\n    for i in range(1000000):\n        x = [x]\n    return repr(x)';
+    expect(python.run(nested, [''], 10_000_000)).toMatchObject({ ok: false, reason: 'recursion' });
+    expect(python.run(HEALTH_CHECK.program, HEALTH_CHECK.inputs)).toMatchObject({ ok: true });
   });
 });
 
-// AZR-style programs; the host's CPython computes each output independently.
-const ORDINARY: Array<{ program: string; inputs: string[] }> = [
-  { program: 'def f(numbers, k):\n    return sorted(numbers)[-k:]', inputs: ['[5, 1, 4, 2], 2', '[3, 3, 1], 1', '[9, -2, 7, 0, 4], 3', '[1], 1'] },
-  { program: 'def f(s):\n    out = []\n    for i, ch in enumerate(s):\n        out.append(ch.upper() if i % 2 == 0 else ch)\n    return "".join(out)', inputs: ["'banana'", "'abc'", "''", "'Python'"] },
-  { program: 'from collections import Counter\ndef f(words):\n    counts = Counter(words)\n    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))', inputs: ["['a', 'b', 'a', 'c', 'b', 'a']", "['x']", "['q', 'p', 'q', 'p']", '[]'] },
-  { program: 'def f(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a', inputs: ['0', '1', '10', '30'] },
-  { program: 'import math\ndef f(a, b):\n    return (math.gcd(a, b), a * b // math.gcd(a, b))', inputs: ['12, 18', '7, 5', '100, 75', '9, 9'] },
-  { program: 'def f(grid):\n    return [list(row) for row in zip(*grid)]', inputs: ['[[1, 2], [3, 4]]', '[[1, 2, 3]]', '[[5], [6], [7]]', '[[0, 1], [1, 0]]'] },
-  { program: 'def f(d, key):\n    return {k: v * 2 for k, v in d.items() if k != key}', inputs: ["{'a': 1, 'b': 2}, 'a'", "{'x': 3}, 'y'", "{}, 'z'", "{'m': -1, 'n': 0}, 'n'"] },
-  { program: 'import heapq\ndef f(xs):\n    h = list(xs)\n    heapq.heapify(h)\n    return [heapq.heappop(h) for _ in range(min(3, len(h)))]', inputs: ['[5, 3, 8, 1]', '[2]', '[9, 9, 1, 0, 4]', '[7, 6]'] },
-  { program: 'def f(text, width):\n    words, line, lines = text.split(), "", []\n    for w in words:\n        if len(line) + len(w) + (1 if line else 0) > width:\n            lines.append(line)\n            line = w\n        else:\n            line = f"{line} {w}" if line else w\n    return lines + ([line] if line else [])', inputs: ["'the quick brown fox', 10", "'a b c', 1", "'hello', 3", "'', 5"] },
-  { program: 'from functools import reduce\ndef f(xs):\n    return reduce(lambda acc, x: acc * 10 + x, xs, 0)', inputs: ['[1, 2, 3]', '[]', '[0, 7]', '[9, 9, 9, 9]'] },
-];
-
-function cpythonOutputs(cases: typeof ORDINARY): string[][] {
-  const script = `
-import json, sys, ast
-out = []
-for case in json.load(sys.stdin):
-    g = {}
-    exec(case['program'], g)
-    out.append([repr(g['f'](*ast.literal_eval('(' + i + ',)'))) for i in case['inputs']])
-print(json.dumps(out))`;
-  const run = spawnSync('python3', ['-c', script], { input: JSON.stringify(cases), encoding: 'utf8', env: { ...process.env, PYTHONHASHSEED: '0' } });
-  expect(run.status, `python3 is needed as the reference: ${run.stderr}`).toBe(0);
-  return JSON.parse(run.stdout) as string[][];
-}
+// ---- ordinary programs: the host's CPython is the oracle ---------------------------------------------------------
 
 describe('ordinary tasks', () => {
   const expected = cpythonOutputs(ORDINARY);
 
   it.each(ORDINARY.map((c, i) => ({ ...c, i })))('code_o, code_i and code_f of program $i agree with CPython', ({ program, inputs, i }) => {
     const gold = expected[i]!;
+    const all = python.run(program, inputs);
+    expect(all, JSON.stringify(all)).toMatchObject({ ok: true, outputs: gold });
     const o = validateProposal(python, 'code_o', proposal(program, inputs[0]!));
     expect(o.valid, JSON.stringify(o)).toBe(true);
     if (!o.valid) return;
@@ -182,7 +298,7 @@ describe('ordinary tasks', () => {
     if (!fn.valid) return;
     expect(fn.task.outputs).toEqual(gold);
     expect(checkAnswer(python, fn.task, fence('python', `# same function, other layout\n${program.replace(/\n/g, '\n\n')}`)).correct).toBe(true);
-    expect(checkAnswer(python, fn.task, fence('python', `def f(*args):\n    return ${gold[0]}`)).correct).toBe(false);
+    expect(checkAnswer(python, fn.task, fence('python', `def f(*args):\n    return ${gold[0]}`)).correct).toBe(new Set(gold).size === 1);
   });
 
   it('the seed tasks hold the outputs worked out by hand, and their metrics describe them', () => {
@@ -238,3 +354,5 @@ describe('parsing model text', () => {
     expect(checkAnswer(python, task, fence('output', 'not a literal ['))).toMatchObject({ correct: false });
   });
 });
+
+afterAll(() => rmSync(SENTINEL_DIR, { recursive: true, force: true }));

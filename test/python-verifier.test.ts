@@ -4,7 +4,7 @@
 // and `populora verify` on the same path.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,6 +15,7 @@ import { ESCAPE_MARKER } from '../src/domains/python/sandbox-protocol.js';
 import { fence } from '../src/domains/python/sandbox-processes.js';
 import { SEED_TASKS } from '../src/domains/python/tasks.js';
 import { PythonVerifierPool, type PythonPoolOptions } from '../src/domains/python/verifier-pool.js';
+import { HEALTH_CHECK, HOSTILE, SENTINEL_DIR, type HostileProgram } from './python-corpus.js';
 
 const fence_ = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
 const validate = (taskType: 'code_o' | 'code_i' | 'code_f', program: string, ...inputs: string[]): VerifyJob => ({ kind: 'validate', taskType, text: [fence_('python', program), ...inputs.map((i) => fence_('input', i))].join('\n') });
@@ -24,8 +25,8 @@ const healthy = (outcome: VerifyOutcome | undefined) => outcome?.kind === 'valid
 // so the hang below stands in for one it does not: JavaScript that never returns, run by the process for a job.
 const HANGING = validate('code_o', `${ESCAPE_MARKER}\ndef f():\n    return 1`, '');
 const HANG_PAYLOAD = 'for (;;) {}';
-// Slow but bounded: ten million items summed in one C call, well past a 50 ms guard.
-const SLOW = 'def f():\n    return sum(range(9_999_999))';
+// Slow but bounded, and little fuel: 300 scans of an 800,000-character string, well past a 50 ms guard.
+const SLOW = "def f():\n    s = 'ab' * 400_000\n    return sum(s.count('ba' + str(i)) for i in range(300))";
 
 async function withPool<T>(workers: number, use: (pool: PythonVerifierPool) => Promise<T>, options: PythonPoolOptions = {}): Promise<T> {
   const pool = new PythonVerifierPool(workers, options);
@@ -215,4 +216,68 @@ describe('populora verify', () => {
     expect(missing.status).toBe(1);
     expect(missing.stderr.trim()).toBe('populora: code_o needs --input');
   });
+});
+
+describe('the hostile corpus through the fenced processes', () => {
+  mkdirSync(SENTINEL_DIR, { recursive: true });
+  writeFileSync(join(SENTINEL_DIR, 'secret.txt'), 'untouched');
+  const cases = HOSTILE.map((entry) => ({ entry, job: validate('code_o', entry.program, ...entry.inputs) }));
+  const health = validate('code_o', HEALTH_CHECK.program, ...HEALTH_CHECK.inputs);
+  const healthOutput = (() => {
+    const script = `import ast, json, sys\ng = {}\nexec(sys.argv[1], g)\nprint(repr(g['f'](*ast.literal_eval('(' + sys.argv[2] + ',)'))))`;
+    const run = spawnSync('python3', ['-c', script, HEALTH_CHECK.program, HEALTH_CHECK.inputs[0]!], { encoding: 'utf8', env: { ...process.env, PYTHONHASHSEED: '0' } });
+    expect(run.status, `python3 is the reference: ${run.stderr}`).toBe(0);
+    return run.stdout.trim();
+  })();
+
+  /** What a validation of the entry must give: its outputs where harmless, else its reason (and detail). */
+  const expectVerdict = (entry: HostileProgram, outcome: VerifyOutcome | undefined) => {
+    const label = `${entry.what}: ${JSON.stringify(outcome)}`;
+    expect(outcome?.kind, label).toBe('validate');
+    if (outcome?.kind !== 'validate') return;
+    if (entry.reason === 'ok') {
+      expect(outcome.validation.valid, label).toBe(true);
+      if (outcome.validation.valid) expect(outcome.validation.task.outputs, label).toEqual(entry.outputs);
+      return;
+    }
+    expect(outcome.validation.valid, label).toBe(false);
+    if (outcome.validation.valid) return;
+    // A validation parses the model's text first: without a `def f(` there is no program to run at all.
+    const reason = /\bdef f\s*\(/.test(entry.program) ? entry.reason : 'format';
+    expect(outcome.validation.reason.split(':')[0], label).toBe(reason);
+    if (reason !== entry.reason) return;
+    if (entry.detail) expect(outcome.validation.reason.slice(entry.reason.length + 2), label).toMatch(entry.detail);
+  };
+
+  it('judges every hostile program, then a healthy one in the same worker, the same with 1 and 2 workers', async () => {
+    const jobs = cases.flatMap(({ job }) => [job, health]);
+    const one = await withPool(1, (pool) => pool.verify(jobs));
+    cases.forEach(({ entry }, i) => expectVerdict(entry, one[2 * i]));
+    one.filter((_, i) => i % 2 === 1).forEach((outcome, i) => {
+      expect(outcome, `health check after "${cases[i]!.entry.what}"`).toMatchObject({ kind: 'validate', validation: { valid: true, task: { outputs: [healthOutput] } } });
+    });
+    const two = await withPool(2, (pool) => pool.verify(jobs));
+    expect(two).toEqual(one);
+    expect(readFileSync(join(SENTINEL_DIR, 'secret.txt'), 'utf8')).toBe('untouched');
+    expect(readdirSync(SENTINEL_DIR)).toEqual(['secret.txt']);
+  }, 600_000);
+
+  it('gives populora verify the pool\'s verdict where it once depended on the path (deep nesting)', async () => {
+    const nesting = cases.filter(({ entry }) => entry.stack === 'production' || /30,000-deep/.test(entry.what)).slice(0, 4);
+    expect(nesting.length).toBeGreaterThan(2);
+    const pooled = await withPool(1, (pool) => pool.verify(nesting.map(({ job }) => job)));
+    const dir = mkdtempSync(join(tmpdir(), 'populora-verify-deep-'));
+    nesting.forEach(({ entry }, i) => {
+      const file = join(dir, `program-${i}.py`);
+      writeFileSync(file, entry.program);
+      const cli = spawnSync(process.execPath, ['dist/src/cli/main.js', 'verify', '--type', 'code_o', '--program', file, ...entry.inputs.flatMap((input) => ['--input', input])], { encoding: 'utf8' });
+      expect(cli.status, `${entry.what}: ${cli.stderr}`).toBe(0);
+      const verdict = JSON.parse(cli.stdout) as { valid: boolean; reason: string; task?: { outputs: string[] } };
+      const pool = pooled[i]!;
+      if (pool.kind !== 'validate') throw new Error(`${entry.what}: ${JSON.stringify(pool)}`);
+      expect(verdict.valid, entry.what).toBe(pool.validation.valid);
+      if (pool.validation.valid) expect(verdict.task?.outputs).toEqual(pool.validation.task.outputs);
+      else expect(verdict.reason).toBe(pool.validation.reason);
+    });
+  }, 300_000);
 });
