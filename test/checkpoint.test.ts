@@ -14,10 +14,11 @@ const dir = mkdtempSync(join(tmpdir(), 'populora-checkpoint-'));
 const tiny = TINY_CONFIGS['tiny']!;
 const qwenTiny = TINY_CONFIGS['qwen2-tiny']!;
 
-// Published config.json files (Qwen/Qwen2.5-0.5B, meta-llama/Llama-3.2-1B, mistralai/Mistral-7B-v0.1), as on the Hub.
+// Published config.json files (Qwen/Qwen2.5-0.5B, meta-llama/Llama-3.2-1B, mistralai/Mistral-7B-v0.3), as on the Hub.
 const QWEN25_05B = { architectures: ['Qwen2ForCausalLM'], attention_dropout: 0.0, bos_token_id: 151643, eos_token_id: 151643, hidden_act: 'silu', hidden_size: 896, initializer_range: 0.02, intermediate_size: 4864, max_position_embeddings: 32768, max_window_layers: 24, model_type: 'qwen2', num_attention_heads: 14, num_hidden_layers: 24, num_key_value_heads: 2, rms_norm_eps: 1e-6, rope_theta: 1000000.0, sliding_window: 32768, tie_word_embeddings: true, torch_dtype: 'bfloat16', transformers_version: '4.40.1', use_cache: true, use_mrope: false, use_sliding_window: false, vocab_size: 151936 };
 const LLAMA32_1B = { architectures: ['LlamaForCausalLM'], attention_bias: false, attention_dropout: 0.0, bos_token_id: 128000, eos_token_id: 128001, head_dim: 64, hidden_act: 'silu', hidden_size: 2048, initializer_range: 0.02, intermediate_size: 8192, max_position_embeddings: 131072, mlp_bias: false, model_type: 'llama', num_attention_heads: 32, num_hidden_layers: 16, num_key_value_heads: 8, pretraining_tp: 1, rms_norm_eps: 1e-5, rope_scaling: { factor: 32.0, high_freq_factor: 4.0, low_freq_factor: 1.0, original_max_position_embeddings: 8192, rope_type: 'llama3' }, rope_theta: 500000.0, tie_word_embeddings: true, torch_dtype: 'bfloat16', transformers_version: '4.45.0.dev0', use_cache: true, vocab_size: 128256 };
-const MISTRAL_7B = { architectures: ['MistralForCausalLM'], bos_token_id: 1, eos_token_id: 2, hidden_act: 'silu', hidden_size: 4096, initializer_range: 0.02, intermediate_size: 14336, max_position_embeddings: 32768, model_type: 'mistral', num_attention_heads: 32, num_hidden_layers: 32, num_key_value_heads: 8, rms_norm_eps: 1e-5, rope_theta: 10000.0, sliding_window: 4096, tie_word_embeddings: false, torch_dtype: 'bfloat16', transformers_version: '4.34.0.dev0', use_cache: true, vocab_size: 32000 };
+const MISTRAL_7B = { architectures: ['MistralForCausalLM'], attention_dropout: 0.0, bos_token_id: 1, eos_token_id: 2, head_dim: 128, hidden_act: 'silu', hidden_size: 4096, initializer_range: 0.02, intermediate_size: 14336, max_position_embeddings: 32768, model_type: 'mistral', num_attention_heads: 32, num_hidden_layers: 32, num_key_value_heads: 8, rms_norm_eps: 1e-5, rope_theta: 1000000.0, sliding_window: null, tie_word_embeddings: false, torch_dtype: 'bfloat16', transformers_version: '4.42.0.dev0', use_cache: true, vocab_size: 32768 };
+// Mistral-7B-v0.1 attends within a 4096-token window of its 32768-token context: refused (populora has no window).
 
 describe('parseConfig', () => {
   it("reads Qwen2.5-0.5B's config: biases implied by qwen2, head_dim derived, tied embeddings", () => {
@@ -39,6 +40,7 @@ describe('parseConfig', () => {
     });
     expect(parseConfig({ ...LLAMA32_1B, eos_token_id: [128001, 128008, 128009] }).eosTokenIds).toEqual([128001, 128008, 128009]);
     expect(parseConfig(MISTRAL_7B)).toMatchObject({ modelType: 'mistral', numKvHeads: 8, headDim: 128, attentionBias: false, tieWordEmbeddings: false, ropeScaling: null });
+    expect(() => parseConfig({ ...MISTRAL_7B, sliding_window: 4096 })).toThrow(/sliding_window.*4096 is smaller than the context/);
   });
 
   it("fills transformers' defaults for fields a config leaves out", () => {
