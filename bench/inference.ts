@@ -1,5 +1,7 @@
 // Inference throughput: prefill and decode tokens/s at batch 1, 8, 32 with 1, 8, 32 distinct LoRA adapters,
-// LoRA overhead over base-only, and achieved memory bandwidth in decode. Prints a table; writes JSON.
+// LoRA overhead over base-only, and achieved memory bandwidth in decode; the kernel dispatches of a decode step and
+// the host's time to record them (the forward call itself: it only encodes), per dispatch. Prints a table; writes
+// JSON.
 //
 //   node dist/bench/inference.js [--preset bench-small|qwen2.5-0.5b-shape] [--backend webgpu|cpu] [--weights f16|f32]
 //                                [--prompt 16] [--decode 8] [--rank 16] [--peak-gbs N] [--out bench/results/inference.json]
@@ -38,6 +40,8 @@ interface Row {
   decodeTokensPerS: number;
   decodeMsPerStep: number;
   decodeGBPerS: number;
+  dispatchesPerStep: number; // decode (0 on the CPU backend)
+  hostUsPerDispatch: number; // decode: the forward call's time (recording, no GPU wait) / its dispatches
 }
 
 const seconds = (start: number) => (performance.now() - start) / 1000;
@@ -58,10 +62,14 @@ function decodeBytes(c: LlamaConfig, storage: WeightStorage, adapters: number, r
 async function measure(model: LlamaModel, bank: LoraBank | undefined, batch: number, adapters: number, promptLen: number, steps: number): Promise<Omit<Row, 'decodeGBPerS'>> {
   const b = model.backend;
   const V = model.config.vocabSize;
-  const cache = model.createKvCache(batch, promptLen + steps);
+  const cache = model.createKvCache(batch, promptLen + 1 + steps);
   const adapterOf = (s: number) => (adapters === 0 ? -1 : s % adapters);
+  let hostMs = 0; // in forward calls
   const run = async (tokens: number[], slots: number[], positions: number[], logitRows: number[]) => {
-    const logits = model.forward({ tokens: Int32Array.from(tokens), slots: Int32Array.from(slots), positions: Int32Array.from(positions), adapters: Int32Array.from(slots, adapterOf), logitRows: Int32Array.from(logitRows) }, cache, bank);
+    const batch = { tokens: Int32Array.from(tokens), slots: Int32Array.from(slots), positions: Int32Array.from(positions), adapters: Int32Array.from(slots, adapterOf), logitRows: Int32Array.from(logitRows) };
+    const start = performance.now();
+    const logits = model.forward(batch, cache, bank);
+    hostMs += performance.now() - start;
     await b.readF32(logits); // the step's one readback, as generation does
     b.free(logits);
   };
@@ -72,11 +80,19 @@ async function measure(model: LlamaModel, bank: LoraBank | undefined, batch: num
   await prefill();
   const prefillSeconds = seconds(start);
   const rows = Array.from({ length: batch }, (_, s) => s);
+  const decode = (step: number) => run(rows.map((s) => (s + step) % V), rows, rows.map(() => promptLen + step), rows);
+  await decode(0); // warm-up: the decode variants' pipelines compile (on lavapipe, in seconds)
+  const dispatches = b.dispatches();
+  hostMs = 0;
   start = performance.now();
-  for (let step = 0; step < steps; step++) await run(rows.map((s) => (s + step) % V), rows, rows.map(() => promptLen + step), rows);
+  for (let step = 1; step <= steps; step++) await decode(step);
   const decodeSeconds = seconds(start);
+  const dispatchesPerStep = (b.dispatches() - dispatches) / steps;
   model.freeKvCache(cache);
-  return { batch, adapters, prefillTokensPerS: (batch * promptLen) / prefillSeconds, decodeTokensPerS: (batch * steps) / decodeSeconds, decodeMsPerStep: (decodeSeconds * 1000) / steps };
+  return {
+    batch, adapters, prefillTokensPerS: (batch * promptLen) / prefillSeconds, decodeTokensPerS: (batch * steps) / decodeSeconds, decodeMsPerStep: (decodeSeconds * 1000) / steps,
+    dispatchesPerStep, hostUsPerDispatch: dispatchesPerStep === 0 ? 0 : (hostMs * 1000) / steps / dispatchesPerStep,
+  };
 }
 
 /** Streaming bandwidth of the device: acc += x over 2 × 32 MiB (reads 8 bytes, writes 4 per element). */
@@ -102,7 +118,7 @@ async function main() {
   const storage = args.weights as WeightStorage;
   const backend = await openBackend(args.backend as BackendChoice);
   try {
-    const model = LlamaModel.upload(backend, config, randomModel(config, 1), { storage, maxContext: promptLen + steps });
+    const model = LlamaModel.upload(backend, config, randomModel(config, 1), { storage, maxContext: promptLen + 1 + steps });
     const maxAdapters = Math.max(...SHAPES.map(([, a]) => a));
     const bank = new LoraBank(backend, config, maxAdapters, rank, LORA_MODULES);
     for (let slot = 0; slot < maxAdapters; slot++) bank.load(slot, randomAdapter(config, { rank, targets: [...LORA_MODULES], seed: slot, init: 'gaussian' }));
@@ -110,7 +126,7 @@ async function main() {
     for (const [batch, adapters] of SHAPES) {
       for (const n of adapters === 1 ? [0, 1] : [adapters]) {
         const r = await measure(model, n === 0 ? undefined : bank, batch, n, promptLen, steps);
-        const gbs = decodeBytes(config, storage, n, rank, batch, promptLen + steps / 2) / (r.decodeMsPerStep / 1000) / 1e9;
+        const gbs = decodeBytes(config, storage, n, rank, batch, promptLen + 1 + steps / 2) / (r.decodeMsPerStep / 1000) / 1e9;
         rows.push({ ...r, decodeGBPerS: gbs });
         console.error(`  measured batch ${batch}, adapters ${n}`);
       }
@@ -118,13 +134,14 @@ async function main() {
     const streaming = await streamingGBPerS(backend);
     const peak = args['peak-gbs'] ? Number(args['peak-gbs']) : streaming;
     const baseOf = (batch: number) => rows.find((r) => r.batch === batch && r.adapters === 0)!;
-    console.log(`\nmodel ${args.preset} (${storage} weights), LoRA rank ${rank} on all 7 projections, prompt ${promptLen}, ${steps} decode steps`);
-    console.log(`device: ${backend.deviceDescription}; streaming bandwidth ${streaming.toFixed(1)} GB/s${args['peak-gbs'] ? `; peak given ${peak} GB/s` : ''}\n`);
-    console.log('| batch | adapters | prefill tok/s | decode tok/s | decode ms/step | LoRA overhead (decode) | decode GB/s | % of bandwidth |');
-    console.log('|---:|---:|---:|---:|---:|---:|---:|---:|');
+    console.log(`\nmodel ${args.preset} (${storage} weights, ${config.numLayers} layers), LoRA rank ${rank} on all 7 projections, prompt ${promptLen}, ${steps} decode steps`);
+    console.log(`device: ${backend.deviceDescription}; streaming bandwidth ${streaming.toFixed(1)} GB/s${args['peak-gbs'] ? `; peak given ${peak} GB/s` : ''}`);
+    console.log('dispatches/step: a decode forward (sampling adds one); host µs/dispatch: the forward call (it records, the GPU runs later) per dispatch\n');
+    console.log('| batch | adapters | prefill tok/s | decode tok/s | decode ms/step | LoRA overhead (decode) | decode GB/s | % of bandwidth | dispatches/step | host µs/dispatch |');
+    console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const r of rows) {
       const overhead = r.adapters === 0 ? '—' : `${((r.decodeMsPerStep / baseOf(r.batch).decodeMsPerStep - 1) * 100).toFixed(1)}%`;
-      console.log(`| ${r.batch} | ${r.adapters || 'base'} | ${r.prefillTokensPerS.toFixed(1)} | ${r.decodeTokensPerS.toFixed(1)} | ${r.decodeMsPerStep.toFixed(2)} | ${overhead} | ${r.decodeGBPerS.toFixed(2)} | ${((r.decodeGBPerS / peak) * 100).toFixed(1)}% |`);
+      console.log(`| ${r.batch} | ${r.adapters || 'base'} | ${r.prefillTokensPerS.toFixed(1)} | ${r.decodeTokensPerS.toFixed(1)} | ${r.decodeMsPerStep.toFixed(2)} | ${overhead} | ${r.decodeGBPerS.toFixed(2)} | ${((r.decodeGBPerS / peak) * 100).toFixed(1)}% | ${r.dispatchesPerStep} | ${r.hostUsPerDispatch.toFixed(1)} |`);
     }
     mkdirSync(dirname(args.out!), { recursive: true });
     writeFileSync(args.out!, JSON.stringify({ preset: args.preset, config, storage, rank, promptLen, steps, device: backend.deviceDescription, streamingGBPerS: streaming, peakGBPerS: peak, rows }, null, 2));

@@ -1,14 +1,14 @@
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
-import type { Backend } from '../src/backend/backend.js';
+import type { Backend, KvCache, Tensor } from '../src/backend/backend.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { roundToF16 } from '../src/backend/half.js';
 import { randomModel, type ModelWeights } from '../src/model/checkpoint.js';
 import { TINY_CONFIGS, type LlamaConfig } from '../src/model/config.js';
 import { generate, type GenerationRequest } from '../src/model/generate.js';
-import { LlamaModel } from '../src/model/llama.js';
+import { LlamaModel, type ForwardBatch } from '../src/model/llama.js';
 import { LoraBank } from '../src/model/lora-bank.js';
-import { denseDelta, LORA_MODULES, randomAdapter, type LoraAdapter } from '../src/model/peft.js';
+import { denseDelta, LORA_MODULES, randomAdapter, type LoraAdapter, type LoraModule } from '../src/model/peft.js';
 import { maxAbs, maxAbsDiff, referenceLogits } from './reference-llama.js';
 import { gpu } from './webgpu.js';
 
@@ -62,6 +62,42 @@ async function batchedLogits(model: LlamaModel, sequences: number[][], adapterOf
   return sequences.map((seq) => values.slice((offset += seq.length) * V - seq.length * V, offset * V));
 }
 
+/**
+ * The forward as it was before the fused ops: every op its own call (16 a layer, 2 more per LoRA module), on the
+ * weights' per-module views. The reference the fused forward is held to.
+ */
+function unfusedForward(model: LlamaModel, batch: ForwardBatch, cache: KvCache, bank?: LoraBank): Tensor {
+  const [b, c] = [model.backend, model.config];
+  const ids = (a: Int32Array) => b.uploadI32(a, [a.length]);
+  const [tokens, slots, positions, adapters] = [ids(batch.tokens), ids(batch.slots), ids(batch.positions), ids(batch.adapters)];
+  const linear = (x: Tensor, l: number, module: LoraModule) => {
+    const y = b.matmul(x, model.layers[l]!.proj[module], model.layers[l]!.bias[module]);
+    if (bank?.targets(module)) bank.apply(y, x, l, module, adapters);
+    return y;
+  };
+  const x = b.embedding(model.embedTokens, tokens);
+  model.layers.forEach((layer, l) => {
+    const h = b.rmsNorm(x, layer.inputNorm, c.rmsNormEps);
+    const [q, k, v] = [linear(h, l, 'q_proj'), linear(h, l, 'k_proj'), linear(h, l, 'v_proj')];
+    b.ropeInPlace(q, positions, model.rope, c.numHeads, c.headDim);
+    b.ropeInPlace(k, positions, model.rope, c.numKvHeads, c.headDim);
+    b.kvWrite(cache, l, k, v, slots, positions);
+    b.addInPlace(x, linear(b.attention(q, cache, l, slots, positions, c.numHeads), l, 'o_proj'));
+    const h2 = b.rmsNorm(x, layer.postAttentionNorm, c.rmsNormEps);
+    b.addInPlace(x, linear(b.swiglu(linear(h2, l, 'gate_proj'), linear(h2, l, 'up_proj')), l, 'down_proj'));
+  });
+  return b.matmul(b.rmsNorm(b.gatherRows(x, ids(batch.logitRows)), model.finalNorm, c.rmsNormEps), model.lmHead);
+}
+
+/** Two sequences prefilled together (one with an adapter), then a decode step of both. */
+function twoSteps(c: LlamaConfig): ForwardBatch[] {
+  const prompt = randomTokens(c, 7, 'two steps');
+  return [
+    { tokens: Int32Array.from(prompt), slots: Int32Array.from([0, 0, 0, 0, 1, 1, 1]), positions: Int32Array.from([0, 1, 2, 3, 0, 1, 2]), adapters: Int32Array.from([1, 1, 1, 1, -1, -1, -1]), logitRows: Int32Array.from([3, 6]) },
+    { tokens: Int32Array.from([5, 9]), slots: Int32Array.from([0, 1]), positions: Int32Array.from([4, 3]), adapters: Int32Array.from([1, -1]), logitRows: Int32Array.from([0, 1]) },
+  ];
+}
+
 describe.each([['tiny', tiny], ['qwen2-tiny', qwen]] as const)('%s model on the cpu backend', (_name, config) => {
   const weights = randomModel(config, 5);
   const model = LlamaModel.upload(cpu, config, weights, { maxContext: 64 });
@@ -88,6 +124,15 @@ describe.each([['tiny', tiny], ['qwen2-tiny', qwen]] as const)('%s model on the 
     expect(await bank.read(1)).toEqual(list[1]); // rank 2 in a rank-4 bank
     await expect(new LoraBank(cpu, config, 2, 4, LORA_MODULES).read(1)).rejects.toThrow(/slot 1 is empty/);
     expect(() => bank.load(3, list[0]!)).toThrow(/slot 3 outside \[0, 3\)/);
+  });
+
+  it('fused, gives the unfused sequence of ops bit for bit (prefill and decode, with LoRA)', async () => {
+    const bank = bankOf(cpu, config, adapters(config));
+    const [fusedCache, unfusedCache] = [model.createKvCache(2, 8), model.createKvCache(2, 8)];
+    for (const batch of twoSteps(config)) {
+      const [fused, plain] = [await cpu.readF32(model.forward(batch, fusedCache, bank)), await cpu.readF32(unfusedForward(model, batch, unfusedCache, bank))];
+      expect(new Uint32Array(fused.buffer)).toEqual(new Uint32Array(plain.buffer));
+    }
   });
 
   it('decodes with the KV cache exactly as a full recompute would (greedy)', async () => {
@@ -160,6 +205,26 @@ describe.skipIf(!gpu)('the model on webgpu', () => {
     }
     const again = await batchedLogits(model, sequences, adapterOf, bank);
     again.forEach((logits, s) => expect(new Uint32Array(logits.buffer)).toEqual(new Uint32Array(together[s]!.buffer)));
+  });
+
+  it('agrees with the unfused sequence of ops on the same device (prefill and decode, with LoRA)', async () => {
+    const { model, bank } = upload(backend, weights, 'f16');
+    const [fusedCache, unfusedCache] = [model.createKvCache(2, 8), model.createKvCache(2, 8)];
+    for (const batch of twoSteps(qwen)) {
+      expectClose(await backend.readF32(model.forward(batch, fusedCache, bank)), await backend.readF32(unfusedForward(model, batch, unfusedCache, bank)), 1e-4);
+    }
+  });
+
+  it('decodes a token in 5 dispatches a layer + 3 (4 more a layer with LoRA on all seven modules)', async () => {
+    const { model } = upload(backend, weights, 'f16');
+    const bank = new LoraBank(backend, qwen, 2, 4, LORA_MODULES);
+    bank.load(0, list[0]!);
+    for (const [adapter, perLayer] of [[-1, 5], [0, 9]] as const) {
+      const request: GenerationRequest = { requestId: 1, prompt: [3, 4], adapter, maxTokens: 3, seed: 1 };
+      const before = backend.dispatches();
+      await generate(model, [request], { bank }); // a prefill and two decode steps: 3 forwards and 3 samplings
+      expect((backend.dispatches() - before) / 3).toBe(perLayer * qwen.numLayers + 3); // embedding, LM head, sampling
+    }
   });
 
   it('samples the same tokens for a request alone as in a mixed batch', async () => {

@@ -39,10 +39,73 @@ export interface SampleRow {
 /** Longest context the attention kernel supports (its scores live in workgroup memory). */
 export const MAX_CONTEXT = 4096;
 
+/**
+ * Several matrices of one width stored as one tensor (Wq|Wk|Wv, a bank's A factors of q, k and v), each part from
+ * a row where the backend can bind a view (`viewAlignment`): the fused kernels read `whole`, every other op a part.
+ */
+export interface Packed {
+  readonly whole: Tensor; // [rows, ...] with padding rows between the parts
+  readonly parts: readonly Tensor[]; // views of whole: part i is its rows starts[i] ..
+  readonly starts: readonly number[];
+}
+
+/**
+ * A forward call's per-token integers in one i32 upload: the plain ops read the views, the fused kernels the
+ * whole tensor (one binding) at `at`. Rows with an adapter are also grouped by adapter for the LoRA shrink
+ * (Punica SGMV): `order` lists them adapter by adapter, `tiles` cuts that list into runs of at most
+ * MAX_SEGMENT_ROWS rows of one adapter.
+ */
+export interface StepRows {
+  readonly packed: Packed; // sections: tokens, slots, positions, adapters, logitRows, order, tiles
+  readonly tokens: Tensor; // [T]
+  readonly slots: Tensor; // [T]
+  readonly positions: Tensor; // [T]
+  readonly adapters: Tensor; // [T], -1 for the base model alone
+  readonly logitRows: Tensor; // [M]
+  readonly at: { readonly [K in StepSection]: number }; // element where each section starts in packed.whole
+  readonly tileCount: number; // tiles: [tileCount, 2] = (first entry of order, rows)
+  readonly longestTile: number;
+}
+
+export const STEP_SECTIONS = ['tokens', 'slots', 'positions', 'adapters', 'logitRows', 'order', 'tiles'] as const;
+export type StepSection = (typeof STEP_SECTIONS)[number];
+export const MAX_SEGMENT_ROWS = 8;
+
+/** A linear layer over the parts of a packed weight: out[:, part p's columns] = x̂·W_pᵀ + bias_p (+ LoRA). */
+export interface LinearOp {
+  x: Tensor; // [T, K]; with `gather`, the rows x[logitRows[m]] are the input (T = M)
+  w: Packed; // parts [N_p, K] (f32 or f16 weights); the output's columns are the parts' side by side
+  bias?: Packed; // parts [N_p]
+  norm?: { weight: Tensor; eps: number }; // x̂ = RMSNorm(x)·weight, row by row; else x̂ = x
+  lora?: LinearLora;
+  gather?: boolean;
+}
+
+/** LoRA on a fused linear: y[t, cols of p] += scale[s]·h_p[t]·B_pᵀ for the parts the bank targets, s = adapters[t]. */
+export interface LinearLora {
+  h: Tensor; // [T, targeted · R]: loraShrinkSegments of the same input, the targeted parts in order
+  b: Packed; // the targeted parts' B factors, [S·N_p, R] each (f32)
+  of: readonly number[]; // for each part of the linear: its index among the targeted parts, or -1
+  scales: Tensor; // [S]
+  rank: number;
+}
+
+/** RoPE and the KV-cache write of a fused q|k|v projection. */
+export interface RopeKv {
+  table: Tensor; // [maxLen, headDim]: cos | sin (ropeInPlace's table)
+  heads: number;
+  cache: KvCache;
+  layer: number;
+}
+
 export interface Backend {
   readonly name: BackendName;
   /** One line describing the device, for run headers and benchmark tables. */
   readonly deviceDescription: string;
+  /** A view (rowsView) must start at a byte offset that is a multiple of this. */
+  readonly viewAlignment: number;
+  /** Kernel dispatches recorded since the backend was opened (0 on the CPU): a benchmark's count per step. */
+  dispatches(): number;
 
   upload(data: Float32Array, shape: readonly number[]): Tensor;
   uploadI32(data: Int32Array, shape: readonly number[]): Tensor;
@@ -51,6 +114,8 @@ export interface Backend {
   zeros(shape: readonly number[]): Tensor;
   /** Overwrite part of an f32 tensor (or f32-stored weight), starting at element `offset`. */
   write(t: Tensor, data: Float32Array, offset: number): void;
+  /** Rows first .. first + rows - 1 of t (a matrix [rows, ...]), sharing its storage; freeing a view does nothing. */
+  rowsView(t: Tensor, first: number, rows: number): Tensor;
   readF32(t: Tensor): Promise<Float32Array>;
   readI32(t: Tensor): Promise<Int32Array>;
   free(t: Tensor): void;
@@ -88,6 +153,22 @@ export interface Backend {
   // One token per row from logits [M, V], drawn with a counter-based hash of (seed, requestId, position).
   // mask (optional): u32 [M, ceil(V / 32)], bit v of row m set = token v allowed.
   sample(logits: Tensor, rows: readonly SampleRow[], mask?: Tensor): Tensor;
+
+  // ---- Fused ops of a decoder layer: one dispatch each on WebGPU, the ops above composed on the CPU. ----
+  // Each computes r = x̂·Wᵀ + bias (+ LoRA) over the parts of op.w (LinearOp), then:
+
+  // out: [T, N] = r
+  linear(op: LinearOp, rows: StepRows): Tensor;
+  // y: [T, N] += r   (the residual stream)
+  linearResidual(op: LinearOp, rows: StepRows, y: Tensor): void;
+  // parts [gate, up] of F columns each -> out: [T, F] = silu(r_gate) · r_up
+  linearSwiglu(op: LinearOp, rows: StepRows): Tensor;
+  // parts [q, k, v] -> rope(q), rope(k) at rows.positions; cache.k/v[layer, slot, position] = k, v; returns q [T, H·hd]
+  linearRopeKv(op: LinearOp, rows: StepRows, rope: RopeKv): Tensor;
+  // The LoRA shrink of the parts of `a` (each [S·R, K], the bank's A factors of modules sharing one input):
+  // h[t, p·R + j] = Σ_k x̂[t, k] · A_p[s·R + j, k], s = adapters[t]; rows without an adapter are not written.
+  // x̂ = RMSNorm(x)·norm.weight when norm is given. Rows run segment by segment (rows.tiles).
+  loraShrinkSegments(x: Tensor, a: Packed, rows: StepRows, rank: number, norm?: { weight: Tensor; eps: number }): Tensor;
 
   // ---- Backward ops (training; src/train/). Every reduction runs in a fixed order: no atomics. ----
 
@@ -178,6 +259,64 @@ export function numel(shape: readonly number[]): number {
 export const rowsOf = (t: Tensor) => t.shape[0] ?? 1;
 export const colsOf = (t: Tensor) => numel(t.shape) / Math.max(rowsOf(t), 1);
 export const describeShape = (shape: readonly number[]) => `[${shape.join(', ')}]`;
+
+/** Bytes of one row of a tensor [rows, cols] of this dtype as stored (f16: two halves a word, rows padded to a word). */
+export function rowBytes(cols: number, dtype: Tensor['dtype']): number {
+  return dtype === 'f16' ? 4 * Math.ceil(cols / 2) : 4 * cols;
+}
+
+/** First row of each part when parts of `counts` rows follow one another, each starting at an aligned byte. */
+export function alignedStarts(counts: readonly number[], bytesPerRow: number, alignment: number): { starts: number[]; rows: number } {
+  const step = alignment / gcd(alignment, bytesPerRow); // rows per aligned stride
+  const starts: number[] = [];
+  let rows = 0;
+  for (const count of counts) {
+    starts.push(rows);
+    rows = Math.ceil((rows + count) / step) * step;
+  }
+  return { starts, rows: Math.max(rows, 1) };
+}
+
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+
+/**
+ * Uploads matrices [rows_i, ...rest] (or zeros where data is absent) as one Packed tensor: f32 or f16 weights
+ * (rest = [cols]), f32 vectors (rest = []), or i32 sections (rest = []).
+ */
+export function uploadPacked(b: Backend, parts: readonly { rows: number; data?: Float32Array | Int32Array }[], rest: readonly number[], kind: WeightStorage | 'i32'): Packed {
+  const cols = numel(rest);
+  const { starts, rows } = alignedStarts(parts.map((p) => p.rows), rowBytes(cols, kind === 'f16' ? 'f16' : 'f32'), b.viewAlignment);
+  const data = kind === 'i32' ? new Int32Array(rows * cols) : new Float32Array(rows * cols);
+  parts.forEach((p, i) => p.data && data.set(p.data, starts[i]! * cols));
+  const shape = [rows, ...rest];
+  const whole = data instanceof Int32Array ? b.uploadI32(data, shape) : rest.length === 1 ? b.uploadWeight(data, [rows, cols], kind as WeightStorage) : b.upload(data, shape);
+  return { whole, starts, parts: parts.map((p, i) => b.rowsView(whole, starts[i]!, p.rows)) };
+}
+
+/** One tensor as a Packed of one part (starts at row 0: no copy). */
+export const single = (t: Tensor): Packed => ({ whole: t, parts: [t], starts: [0] });
+
+/** Uploads a forward call's integers (StepRows) in one piece, grouping the rows with an adapter into segments. */
+export function uploadStepRows(b: Backend, step: { tokens: Int32Array; slots: Int32Array; positions: Int32Array; adapters: Int32Array; logitRows: Int32Array }): StepRows {
+  const T = step.tokens.length;
+  const order = Int32Array.from({ length: T }, (_, t) => t)
+    .filter((t) => step.adapters[t]! >= 0)
+    .sort((i, j) => step.adapters[i]! - step.adapters[j]! || i - j);
+  const tiles: number[] = [];
+  for (let first = 0; first < order.length; ) {
+    let end = first + 1;
+    while (end < order.length && end - first < MAX_SEGMENT_ROWS && step.adapters[order[end]!] === step.adapters[order[first]!]) end++;
+    tiles.push(first, end - first);
+    first = end;
+  }
+  const sections = [step.tokens, step.slots, step.positions, step.adapters, step.logitRows, order, Int32Array.from(tiles)];
+  const packed = uploadPacked(b, sections.map((data) => ({ rows: data.length, data })), [], 'i32');
+  const at = Object.fromEntries(STEP_SECTIONS.map((name, i) => [name, packed.starts[i]!])) as StepRows['at'];
+  const [tokens, slots, positions, adapters, logitRows] = packed.parts as [Tensor, Tensor, Tensor, Tensor, Tensor];
+  let longestTile = 0;
+  for (let i = 1; i < tiles.length; i += 2) longestTile = Math.max(longestTile, tiles[i]!);
+  return { packed, tokens, slots, positions, adapters, logitRows, at, tileCount: tiles.length / 2, longestTile };
+}
 
 export function assert(condition: unknown, message: string): asserts condition {
   if (!condition) throw new Error(`populora: invariant violated: ${message}`);

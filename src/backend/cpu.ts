@@ -1,16 +1,21 @@
 // The CPU reference backend: each op written as the plain maths, in f32 storage with f64 accumulation.
 // It is the oracle the WGSL kernels are tested against, and the fallback when no WebGPU adapter exists.
 
-import { assert, numel, type Backend, type KvCache, type SampleRow, type Tensor, type WeightStorage } from './backend.js';
+import { assert, numel, type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage } from './backend.js';
 import { roundToF16 } from './half.js';
 import { sampleRow } from './sampling.js';
-import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
+import { colsOf, f32Of, i32Of, rowsOf, tensor, type CpuTensor } from './cpu-tensor.js';
 import * as backward from './cpu-backward.js';
 import * as evolution from './cpu-evolution.js';
 
 export class CpuBackend implements Backend {
   readonly name = 'cpu' as const;
   readonly deviceDescription = 'cpu (TypeScript reference)';
+  readonly viewAlignment = 4;
+
+  dispatches(): number {
+    return 0;
+  }
 
   upload(data: Float32Array, shape: readonly number[]): Tensor {
     return tensor(data.slice(), shape, 'f32');
@@ -27,6 +32,12 @@ export class CpuBackend implements Backend {
   write(t: Tensor, data: Float32Array, offset: number): void {
     assert(t.dtype === 'f32', `write needs an f32 tensor, got ${t.dtype}`);
     f32Of(t).set(data, offset);
+  }
+  rowsView(t: Tensor, first: number, rows: number): Tensor {
+    const cols = numel(t.shape.slice(1));
+    assert(first >= 0 && first + rows <= (t.shape[0] ?? 1), `rowsView: rows ${first}..${first + rows} outside ${t.shape[0]}`);
+    const data = (t as CpuTensor).data.subarray(first * cols, (first + rows) * cols);
+    return tensor(data, [rows, ...t.shape.slice(1)], t.dtype);
   }
   async readF32(t: Tensor): Promise<Float32Array> {
     return f32Of(t).slice();
@@ -222,6 +233,52 @@ export class CpuBackend implements Backend {
     return tensor(out, [M], 'i32');
   }
 
+  // Fused ops: the plain ops above, composed in the order the unfused model runs them (so the results are the
+  // same bits as that sequence).
+
+  /** Each part's r_p = x̂·W_pᵀ + bias_p (+ its LoRA delta): [T, N_p]. */
+  private linearParts(op: LinearOp, rows: StepRows): Tensor[] {
+    assert(!(op.gather && op.lora), 'a gathered linear (the LM head) takes no LoRA');
+    const gathered = op.gather ? this.gatherRows(op.x, rows.logitRows) : op.x;
+    const x = op.norm ? this.rmsNorm(gathered, op.norm.weight, op.norm.eps) : gathered;
+    return op.w.parts.map((w, p) => {
+      const y = this.matmul(x, w, op.bias?.parts[p]);
+      const lora = op.lora;
+      const index = lora?.of[p] ?? -1;
+      if (lora && index >= 0) this.loraExpandInPlace(y, columns(lora.h, index * lora.rank, lora.rank), lora.b.parts[index]!, rows.adapters, lora.scales);
+      return y;
+    });
+  }
+
+  linear(op: LinearOp, rows: StepRows): Tensor {
+    return concatColumns(this.linearParts(op, rows));
+  }
+
+  linearResidual(op: LinearOp, rows: StepRows, y: Tensor): void {
+    this.addInPlace(y, this.linear(op, rows));
+  }
+
+  linearSwiglu(op: LinearOp, rows: StepRows): Tensor {
+    const [gate, up] = this.linearParts(op, rows);
+    assert(op.w.parts.length === 2 && gate && up, 'linearSwiglu takes two parts: gate and up');
+    return this.swiglu(gate, up);
+  }
+
+  linearRopeKv(op: LinearOp, rows: StepRows, rope: RopeKv): Tensor {
+    const [q, k, v] = this.linearParts(op, rows);
+    assert(op.w.parts.length === 3 && q && k && v, 'linearRopeKv takes three parts: q, k and v');
+    const { cache, heads } = rope;
+    this.ropeInPlace(q, rows.positions, rope.table, heads, cache.headDim);
+    this.ropeInPlace(k, rows.positions, rope.table, cache.kvHeads, cache.headDim);
+    this.kvWrite(cache, rope.layer, k, v, rows.slots, rows.positions);
+    return q;
+  }
+
+  loraShrinkSegments(x: Tensor, a: Packed, rows: StepRows, rank: number, norm?: { weight: Tensor; eps: number }): Tensor {
+    const input = norm ? this.rmsNorm(x, norm.weight, norm.eps) : x;
+    return concatColumns(a.parts.map((part) => this.loraShrink(input, part, rows.adapters, rank)));
+  }
+
   // Backward ops: the maths lives in cpu-backward.ts.
   logProbs = backward.logProbs;
   logitsBackward = backward.logitsBackward;
@@ -242,4 +299,28 @@ export class CpuBackend implements Backend {
   mixSlotsInPlace = evolution.mixSlotsInPlace;
   gramsInto = evolution.gramsInto;
   combineInPlace = evolution.combineInPlace;
+}
+
+/** Columns first .. first + count - 1 of x [T, N], as a new tensor [T, count]. */
+function columns(x: Tensor, first: number, count: number): Tensor {
+  const [T, N] = [rowsOf(x), colsOf(x)];
+  const xs = f32Of(x);
+  const out = new Float32Array(T * count);
+  for (let t = 0; t < T; t++) out.set(xs.subarray(t * N + first, t * N + first + count), t * count);
+  return tensor(out, [T, count], 'f32');
+}
+
+/** [T, ΣN_i]: the tensors [T, N_i] side by side. */
+function concatColumns(parts: readonly Tensor[]): Tensor {
+  const T = rowsOf(parts[0]!);
+  const widths = parts.map(colsOf);
+  const N = widths.reduce((a, b) => a + b, 0);
+  const out = new Float32Array(T * N);
+  let first = 0;
+  parts.forEach((part, i) => {
+    const xs = f32Of(part);
+    for (let t = 0; t < T; t++) out.set(xs.subarray(t * widths[i]!, (t + 1) * widths[i]!), t * N + first);
+    first += widths[i]!;
+  });
+  return tensor(out, [T, N], 'f32');
 }

@@ -29,7 +29,12 @@ export interface OpenedDevice {
   device: GPUDevice;
   /** vendor / architecture / device / description of the adapter, in one line. */
   description: string;
+  /** A software adapter running on the CPU (Mesa lavapipe, SwiftShader): the fused kernels pick their CPU layout. */
+  software: boolean;
 }
+
+/** Storage buffers the fused linear kernel binds (kernels/linear.wgsl). */
+export const FUSED_STORAGE_BUFFERS = 12;
 
 export async function openDevice(validate: boolean): Promise<OpenedDevice> {
   const adapter = await gpuInstance(validate).requestAdapter();
@@ -38,16 +43,22 @@ export async function openDevice(validate: boolean): Promise<OpenedDevice> {
     throw new Error('no WebGPU adapter found (install a Vulkan or Metal driver; on Linux without a GPU, Mesa lavapipe)');
   }
   // Big weights and KV caches need the adapter's real buffer limits; attention's scores need 17 KiB of
-  // workgroup memory, over the 16 KiB default (every desktop and laptop GPU offers 32 KiB or more).
-  const { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize } = adapter.limits;
+  // workgroup memory, over the 16 KiB default (every desktop and laptop GPU offers 32 KiB or more). The fused
+  // linear kernel binds 12 storage buffers (the default is 8; Dawn offers 16 on Vulkan, Metal and D3D12), and
+  // packed weights bind their parts at the adapter's own offset alignment (often 16 or 64 bytes, not 256).
+  const { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize, maxStorageBuffersPerShaderStage, minStorageBufferOffsetAlignment } = adapter.limits;
+  if (maxStorageBuffersPerShaderStage < FUSED_STORAGE_BUFFERS) {
+    if (openDevices === 0) instance = undefined;
+    throw new Error(`the WebGPU adapter binds ${maxStorageBuffersPerShaderStage} storage buffers per shader stage; populora's fused kernels need ${FUSED_STORAGE_BUFFERS}`);
+  }
   const device = await adapter.requestDevice({
     label: 'populora',
-    requiredLimits: { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize },
+    requiredLimits: { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize, maxStorageBuffersPerShaderStage, minStorageBufferOffsetAlignment },
   });
   openDevices++;
   const info = adapter.info;
   const parts = [info.vendor, info.architecture, info.device, info.description].filter((s) => s);
-  return { device, description: parts.join(' / ') || 'unknown WebGPU adapter' };
+  return { device, description: parts.join(' / ') || 'unknown WebGPU adapter', software: info.isFallbackAdapter || info.architecture === 'software' };
 }
 
 /**

@@ -7,6 +7,12 @@ import type { KernelLibrary } from './webgpu-device.js';
 /** A kernel's parameter block, one 4-byte field after another, in the order of its WGSL `Params` struct. */
 export type Field = ['u32' | 'i32' | 'f32', number];
 
+/** A kernel and one variant of it (override constants), its pipeline looked up once by the caller. */
+export interface KernelVariant {
+  readonly name: string;
+  readonly pipeline: GPUComputePipeline;
+}
+
 /** A buffer bound to a kernel: the whole buffer, or `size` bytes from `offset` (one layer of a KV cache). */
 export interface Binding {
   buffer: GPUBuffer;
@@ -31,7 +37,9 @@ export class Recorder {
   private readonly slotBytes: number;
   private readonly arena: GPUBuffer;
   private readonly arenaData: ArrayBuffer;
-  private readonly arenaView: DataView;
+  private readonly arenaWords: Uint32Array;
+  private readonly dynamicOffset = new Uint32Array(1); // setBindGroup's, reused
+  private readonly fieldWords = new Uint32Array(64); // dispatch's parameter block, laid out before it is copied
   private arenaUsed = 0;
 
   private encoder: GPUCommandEncoder | null = null;
@@ -46,6 +54,9 @@ export class Recorder {
   private readonly bufferIds = new WeakMap<GPUBuffer, number>();
   private nextBufferId = 0;
 
+  /** Dispatches recorded so far (a benchmark reads it before and after a step). */
+  dispatchCount = 0;
+
   private pendingChecks: Array<Promise<string | null>> = []; // error scopes around finish and submit
   private failure: string | null = null; // the first error: the backend is unusable after it
   private readonly lost: Promise<never>;
@@ -58,7 +69,7 @@ export class Recorder {
   ) {
     this.slotBytes = Math.max(256, device.limits.minUniformBufferOffsetAlignment);
     this.arenaData = new ArrayBuffer(ARENA_SLOTS * this.slotBytes);
-    this.arenaView = new DataView(this.arenaData);
+    this.arenaWords = new Uint32Array(this.arenaData);
     this.arena = device.createBuffer({ label: 'parameter arena', size: this.arenaData.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
     this.uploadArena = device.createBuffer({ label: 'upload arena', size: UPLOAD_ARENA_BYTES, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     device.onuncapturederror = (event) => {
@@ -119,7 +130,8 @@ export class Recorder {
 
   /** Bind groups are cached per kernel and buffers: a decode step reuses the same pooled buffers every step. */
   private bindGroup(kernel: string, bindings: readonly Binding[]): GPUBindGroup {
-    const key = `${kernel}|${bindings.map((b) => `${this.bufferId(b.buffer)}@${b.offset ?? 0}+${b.size ?? ''}`).join(',')}`;
+    let key = kernel;
+    for (const b of bindings) key += `|${this.bufferId(b.buffer)}@${b.offset ?? 0}+${b.size ?? ''}`;
     let group = this.bindGroups.get(key);
     if (!group) {
       if (this.bindGroups.size >= BIND_GROUP_CACHE_LIMIT) this.bindGroups.clear();
@@ -131,31 +143,44 @@ export class Recorder {
     return group;
   }
 
+  /** The pipeline of a kernel's variant, for dispatchVariant (a hot caller keeps it, keyed as it likes). */
+  variant(kernel: string, constants: Record<string, number>): KernelVariant {
+    return { name: kernel, pipeline: this.kernels.pipeline(kernel, constants) };
+  }
+
   /**
    * Appends one dispatch of kernels/<kernel>.wgsl. `groups` is a workgroup count, folded into (x, y) past 65535
    * (the kernel rebuilds the linear index from num_workgroups), or an explicit (x, y) grid.
    */
   dispatch(kernel: string, constants: Record<string, number>, fields: readonly Field[], bindings: readonly Binding[], groups: number | readonly [number, number]): void {
+    const view = new DataView(this.fieldWords.buffer);
+    fields.forEach(([type, value], i) => {
+      if (type === 'f32') view.setFloat32(4 * i, value, true);
+      else if (type === 'i32') view.setInt32(4 * i, value, true);
+      else view.setUint32(4 * i, value, true);
+    });
+    this.dispatchVariant(this.variant(kernel, constants), this.fieldWords.subarray(0, fields.length), bindings, groups);
+  }
+
+  /** dispatch, with the pipeline already looked up and the parameter block already laid out (little-endian words). */
+  dispatchVariant(kernel: KernelVariant, params: Uint32Array, bindings: readonly Binding[], groups: number | readonly [number, number]): void {
     this.checkUsable();
     const [x, y] = typeof groups === 'number' ? [Math.min(groups, MAX_GROUPS), Math.ceil(groups / MAX_GROUPS)] : groups;
-    if (x > MAX_GROUPS || y > MAX_GROUPS) throw new Error(`populora: ${kernel}: a grid of ${x} x ${y} workgroups exceeds ${MAX_GROUPS} per dimension`);
+    if (x > MAX_GROUPS || y > MAX_GROUPS) throw new Error(`populora: ${kernel.name}: a grid of ${x} x ${y} workgroups exceeds ${MAX_GROUPS} per dimension`);
     if (x === 0 || y === 0) return; // nothing to compute (an empty batch)
+    if (params.length * 4 > this.slotBytes) throw new Error(`populora: ${kernel.name}: a parameter block of ${params.length * 4} bytes exceeds a slot of ${this.slotBytes}`);
+    this.dispatchCount++;
     if (this.arenaUsed === ARENA_SLOTS) this.flush();
     const offset = this.arenaUsed++ * this.slotBytes;
-    fields.forEach(([type, value], i) => {
-      if (type === 'f32') this.arenaView.setFloat32(offset + 4 * i, value, true);
-      else if (type === 'i32') this.arenaView.setInt32(offset + 4 * i, value, true);
-      else this.arenaView.setUint32(offset + 4 * i, value, true);
-    });
-    const pipeline = this.kernels.pipeline(kernel, constants);
-    const bindGroup = this.bindGroup(kernel, bindings);
+    this.arenaWords.set(params, offset / 4);
+    const bindGroup = this.bindGroup(kernel.name, bindings);
     // With validation on, each dispatch is a command buffer of its own, labelled by its kernel, so an error
     // names the kernel at fault (otherwise one encoder holds the whole step).
-    const label = `kernels/${kernel}.wgsl`;
     if (this.validate) this.finishEncoder();
-    this.pass ??= this.commandEncoder(this.validate ? label : undefined).beginComputePass({ label });
-    this.pass.setPipeline(pipeline);
-    this.pass.setBindGroup(0, bindGroup, [offset]);
+    this.pass ??= this.commandEncoder(this.validate ? `kernels/${kernel.name}.wgsl` : undefined).beginComputePass({ label: 'populora step' });
+    this.pass.setPipeline(kernel.pipeline);
+    this.dynamicOffset[0] = offset;
+    this.pass.setBindGroup(0, bindGroup, this.dynamicOffset, 0, 1);
     this.pass.dispatchWorkgroups(x, y);
     if (this.validate) this.finishEncoder();
   }
@@ -212,13 +237,13 @@ export class Recorder {
 
   // ---- reading ----
 
-  /** Submits the pending work and returns a copy of the first `bytes` bytes of `buffer`. */
-  async read(buffer: GPUBuffer, bytes: number): Promise<ArrayBuffer> {
+  /** Submits the pending work and returns a copy of `bytes` bytes of `buffer` from byte `offset`. */
+  async read(buffer: GPUBuffer, bytes: number, offset = 0): Promise<ArrayBuffer> {
     this.checkUsable();
     const size = 2 ** Math.ceil(Math.log2(Math.max(bytes, 256))); // pooled by power-of-two size
     const staging = this.readPool.get(size)?.pop() ?? this.device.createBuffer({ label: 'read', size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     this.endPass();
-    this.commandEncoder().copyBufferToBuffer(buffer, 0, staging, 0, align4(Math.max(bytes, 4)));
+    this.commandEncoder().copyBufferToBuffer(buffer, offset, staging, 0, align4(Math.max(bytes, 4)));
     this.flush();
     try {
       await Promise.race([staging.mapAsync(GPUMapMode.READ), this.lost]);

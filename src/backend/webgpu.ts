@@ -5,16 +5,42 @@
 // [rows, cols] matrices stored as u32 words: f32 bits, or two halves a word (f16), each row padded to an even
 // column count so a pair never straddles two rows.
 
-import { assert, colsOf, describeShape, MAX_CONTEXT, numel, rowsOf, type Backend, type KvCache, type SampleRow, type Tensor, type WeightStorage } from './backend.js';
+import {
+  assert, colsOf, describeShape, MAX_CONTEXT, MAX_SEGMENT_ROWS, numel, rowBytes, rowsOf,
+  type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage,
+} from './backend.js';
 import { f16BitsToF32, f32ToF16Bits } from './half.js';
 import { KernelLibrary, openDevice, releaseInstance } from './webgpu-device.js';
 import { BackwardKernels, type GpuTensor } from './webgpu-backward.js';
 import { EvolutionKernels } from './webgpu-evolution.js';
-import { Recorder, type Binding, type Field } from './webgpu-recorder.js';
+import { Recorder, type Binding, type Field, type KernelVariant } from './webgpu-recorder.js';
 
 const MAX_HEAD_DIM = 256; // attention.wgsl keeps the query in workgroup memory
 const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
 const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+const NONE = 0xffffffff;
+const [STORE, RESIDUAL, SWIGLU, ROPE_KV] = [0, 1, 2, 3]; // linear.wgsl's epilogues
+const SERIAL_THREADS = 64; // linear.wgsl's CPU layout: units per workgroup
+// linear.wgsl's Params, word by word (the vec4s first: colEnd, wStart, biasStart, hAt, bStart).
+const LP = {
+  colEnd: 0, wStart: 4, biasStart: 8, hAt: 12, bStart: 16, T: 20, K: 21, N: 22, hasBias: 23, eps: 24, rank: 25, slots: 26, hCols: 27,
+  rowsAt: 28, tilesAt: 29, adaptersAt: 30, slotsAt: 31, positionsAt: 32, heads: 33, kvHeads: 34, headDim: 35, tableRows: 36,
+  cacheSlots: 37, maxLen: 38, layerBase: 39, words: 40,
+} as const;
+const STAGE_SIZE = 4096; // linear.wgsl: values of x̂ its CPU layout can stage
+
+/**
+ * The fused kernels' thread layout: 'gpu' (32 K-lanes per output, coalesced loads, a tree) or 'cpu' (one thread
+ * per output, for software adapters: see kernels/linear.wgsl). The default follows the adapter.
+ */
+export type ThreadLayout = 'gpu' | 'cpu';
+
+/** A view: rows of another tensor, bound at a byte offset into its buffer. */
+interface GpuView extends GpuTensor {
+  readonly offset: number;
+  readonly size: number;
+}
+const isView = (t: Tensor): t is GpuView => (t as Partial<GpuView>).offset !== undefined;
 
 /** Pool size classes: powers of two up to 16 MiB (at most 2x waste), then whole MiB. */
 function sizeClass(bytes: number): number {
@@ -24,11 +50,11 @@ function sizeClass(bytes: number): number {
 
 
 /** Opens the WebGPU device; throws when there is no adapter. POPULORA_WEBGPU_VALIDATE=1 turns on validation. */
-export async function createWebGpuBackend(options: { validate?: boolean } = {}): Promise<Backend> {
+export async function createWebGpuBackend(options: { validate?: boolean; layout?: ThreadLayout } = {}): Promise<Backend> {
   const validate = options.validate ?? process.env.POPULORA_WEBGPU_VALIDATE === '1';
-  const { device, description } = await openDevice(validate);
+  const { device, description, software } = await openDevice(validate);
   try {
-    return new WebGpuBackend(device, description, await KernelLibrary.load(device), validate);
+    return new WebGpuBackend(device, description, await KernelLibrary.load(device), validate, options.layout ?? (software ? 'cpu' : 'gpu'));
   } catch (error) {
     device.destroy();
     releaseInstance();
@@ -42,8 +68,13 @@ class WebGpuBackend implements Backend {
   private readonly pool = new Map<number, GPUBuffer[]>();
   private readonly freed = new WeakSet<Tensor>(); // a second free of the same tensor is ignored
   private readonly dummy: GPUBuffer; // bound where an optional input (bias, mask) is absent
+  private readonly dummyOut: [GPUBuffer, GPUBuffer]; // where writable ones are: writable bindings may not alias
   private readonly bindingLimit: number;
+  readonly viewAlignment: number;
   private destroyed = false;
+  private readonly linearParams = new Uint32Array(LP.words); // written in place by each fused dispatch
+  private readonly linearFloats = new Float32Array(this.linearParams.buffer);
+  private readonly linearVariants = new Map<number, KernelVariant>(); // by fusedLinear's variant number
   private readonly backward: BackwardKernels; // the training ops, in webgpu-backward.ts
   private readonly evolution: EvolutionKernels; // weight-space evolution, in webgpu-evolution.ts
 
@@ -52,10 +83,13 @@ class WebGpuBackend implements Backend {
     readonly deviceDescription: string,
     kernels: KernelLibrary,
     validate: boolean,
+    private readonly layout: ThreadLayout,
   ) {
     this.recorder = new Recorder(device, kernels, validate);
     this.bindingLimit = device.limits.maxStorageBufferBindingSize;
+    this.viewAlignment = device.limits.minStorageBufferOffsetAlignment;
     this.dummy = device.createBuffer({ label: 'absent input', size: 16, usage: STORAGE });
+    this.dummyOut = [0, 1].map(() => device.createBuffer({ label: 'absent output', size: 16, usage: STORAGE })) as [GPUBuffer, GPUBuffer];
     const context = {
       recorder: this.recorder,
       dummy: this.dummy,
@@ -138,13 +172,29 @@ class WebGpuBackend implements Backend {
   write(t: Tensor, data: Float32Array, offset: number): void {
     assert(t.dtype === 'f32', `write needs an f32 tensor, got ${t.dtype}`);
     assert(offset >= 0 && offset + data.length <= numel(t.shape), `write of ${data.length} values at ${offset} overruns ${describeShape(t.shape)}`);
-    this.recorder.upload((t as GpuTensor).buffer, offset * 4, data);
+    this.recorder.upload((t as GpuTensor).buffer, (isView(t) ? t.offset : 0) + offset * 4, data);
+  }
+
+  rowsView(t: Tensor, first: number, rows: number): Tensor {
+    const tensor = t as GpuTensor;
+    const rest = t.shape.slice(1);
+    const bytesPerRow = rowBytes(numel(rest), t.dtype);
+    const offset = (isView(t) ? t.offset : 0) + first * bytesPerRow;
+    assert(first >= 0 && first + rows <= rowsOf(t), `rowsView: rows ${first}..${first + rows} outside ${describeShape(t.shape)}`);
+    assert(offset % this.viewAlignment === 0, `rowsView: a view at byte ${offset} is not aligned to ${this.viewAlignment} bytes`);
+    const bytes = rows * bytesPerRow;
+    const view: GpuView = { shape: [rows, ...rest], dtype: t.dtype, buffer: tensor.buffer, bytes, offset, size: Math.max(bytes, 4) };
+    return view;
+  }
+
+  dispatches(): number {
+    return this.recorder.dispatchCount;
   }
 
   async readF32(t: Tensor): Promise<Float32Array> {
     const tensor = t as GpuTensor;
     assert(t.dtype === 'f32' || t.dtype === 'f16', `readF32 needs a float tensor, got ${t.dtype}`);
-    const bytes = await this.recorder.read(tensor.buffer, tensor.bytes);
+    const bytes = await this.recorder.read(tensor.buffer, tensor.bytes, isView(t) ? t.offset : 0);
     if (t.dtype === 'f32') return new Float32Array(bytes);
     const [rows, cols] = [rowsOf(t), colsOf(t)]; // f16 weight: unpack the half pairs, dropping row padding
     const halves = new Uint16Array(bytes);
@@ -157,11 +207,11 @@ class WebGpuBackend implements Backend {
   async readI32(t: Tensor): Promise<Int32Array> {
     assert(t.dtype === 'i32' || t.dtype === 'u32', `readI32 needs an integer tensor, got ${t.dtype}`);
     const tensor = t as GpuTensor;
-    return new Int32Array(await this.recorder.read(tensor.buffer, tensor.bytes));
+    return new Int32Array(await this.recorder.read(tensor.buffer, tensor.bytes, isView(t) ? t.offset : 0));
   }
 
   free(t: Tensor): void {
-    if (this.destroyed || this.freed.has(t)) return;
+    if (this.destroyed || this.freed.has(t) || isView(t)) return; // a view's buffer is its whole tensor's
     this.freed.add(t);
     const { buffer } = t as GpuTensor;
     const list = this.pool.get(buffer.size) ?? [];
@@ -180,20 +230,21 @@ class WebGpuBackend implements Backend {
 
   // ---- checks ----
 
+  // (The messages are built only on failure: these run for every binding of every dispatch.)
   private f32(t: Tensor, what: string): GpuTensor {
-    assert(t.dtype === 'f32', `${what} must be an f32 tensor, got ${t.dtype}`);
+    if (t.dtype !== 'f32') assert(false, `${what} must be an f32 tensor, got ${t.dtype}`);
     return t as GpuTensor;
   }
 
   private i32(t: Tensor, count: number, what: string): GpuTensor {
-    assert(t.dtype === 'i32' || t.dtype === 'u32', `${what} must be an i32 tensor, got ${t.dtype}`);
-    assert(numel(t.shape) === count, `${what} has ${numel(t.shape)} entries, expected ${count}`);
+    if (t.dtype !== 'i32' && t.dtype !== 'u32') assert(false, `${what} must be an i32 tensor, got ${t.dtype}`);
+    if (numel(t.shape) !== count) assert(false, `${what} has ${numel(t.shape)} entries, expected ${count}`);
     return t as GpuTensor;
   }
 
   /** A weight [rows, cols] stored as f32 or f16 words, and the kernels' variant constant for it. */
   private weight(t: Tensor, what: string): { tensor: GpuTensor; WEIGHT_F16: number } {
-    assert(t.dtype === 'f32' || t.dtype === 'f16', `${what} must be an f32 or f16 weight, got ${t.dtype}`);
+    if (t.dtype !== 'f32' && t.dtype !== 'f16') assert(false, `${what} must be an f32 or f16 weight, got ${t.dtype}`);
     return { tensor: t as GpuTensor, WEIGHT_F16: t.dtype === 'f16' ? 1 : 0 };
   }
 
@@ -361,6 +412,140 @@ class WebGpuBackend implements Backend {
     this.recorder.dispatch('sample', {}, fields, [this.f32(logits, 'sample: logits'), rowParams, maskBinding, out], M);
     this.free(rowParams); // safe: a later reuse is ordered after this dispatch
     return out;
+  }
+
+  // ---- fused ops (kernels/linear.wgsl) ----
+
+  linear(op: LinearOp, rows: StepRows): Tensor {
+    const T = op.gather ? numel(rows.logitRows.shape) : rowsOf(op.x);
+    const out = this.output([T, this.width(op.w)]);
+    this.fusedLinear(op, rows, STORE, out, T);
+    return out;
+  }
+
+  linearResidual(op: LinearOp, rows: StepRows, y: Tensor): void {
+    const [T, N] = [rowsOf(op.x), this.width(op.w)];
+    if (rowsOf(y) !== T || colsOf(y) !== N) assert(false, `linearResidual: y ${describeShape(y.shape)} is not [${T}, ${N}]`);
+    this.fusedLinear(op, rows, RESIDUAL, this.f32(y, 'linearResidual: y'), T);
+  }
+
+  linearSwiglu(op: LinearOp, rows: StepRows): Tensor {
+    const [gate, up] = op.w.parts;
+    assert(op.w.parts.length === 2 && rowsOf(gate!) === rowsOf(up!), 'linearSwiglu takes two parts of one width: gate and up');
+    const out = this.output([rowsOf(op.x), rowsOf(gate!)]);
+    this.fusedLinear(op, rows, SWIGLU, out, rowsOf(op.x));
+    return out;
+  }
+
+  linearRopeKv(op: LinearOp, rows: StepRows, rope: RopeKv): Tensor {
+    const { cache, heads, table } = rope;
+    const [q, k, v] = op.w.parts;
+    const kvWidth = cache.kvHeads * cache.headDim;
+    if (op.w.parts.length !== 3 || rowsOf(q!) !== heads * cache.headDim || rowsOf(k!) !== kvWidth || rowsOf(v!) !== kvWidth) {
+      assert(false, `linearRopeKv: parts of ${op.w.parts.map(rowsOf).join(', ')} columns are not q, k, v of ${heads} and ${cache.kvHeads} heads of ${cache.headDim}`);
+    }
+    if (colsOf(table) !== cache.headDim || cache.headDim % 2 !== 0) assert(false, `linearRopeKv: the table ${describeShape(table.shape)} does not match headDim ${cache.headDim}`);
+    const out = this.output([rowsOf(op.x), rowsOf(q!)]);
+    this.fusedLinear(op, rows, ROPE_KV, out, rowsOf(op.x), rope);
+    return out;
+  }
+
+  loraShrinkSegments(x: Tensor, a: Packed, rows: StepRows, rank: number, norm?: { weight: Tensor; eps: number }): Tensor {
+    const T = rowsOf(x);
+    const h = this.output([T, a.parts.length * rank]);
+    this.fusedLinear({ x, w: a, norm }, rows, STORE, h, T, undefined, rank);
+    return h;
+  }
+
+  /** Output columns of a packed weight: its parts' rows. */
+  private width(w: Packed): number {
+    let N = 0;
+    for (const part of w.parts) N += rowsOf(part);
+    return N;
+  }
+
+  /**
+   * One dispatch of kernels/linear.wgsl. `segmentRank`: the LoRA shrink (SEGMENTS), whose parts are the bank's
+   * A factors [S·R, K] and whose output columns are R per part. The parameter block is written in place and the
+   * pipeline found by a number: a decode step records a few dozen of these, and the host's time per dispatch counts.
+   */
+  private fusedLinear(op: LinearOp, rows: StepRows, epilogue: number, out: GpuTensor, T: number, rope?: RopeKv, segmentRank?: number): void {
+    const { tensor: w, WEIGHT_F16 } = this.weight(op.w.whole, 'linear: w');
+    const K = colsOf(op.x);
+    const parts = op.w.parts;
+    const segments = segmentRank !== undefined;
+    const lora = op.lora;
+    const capacity = lora ? numel(lora.scales.shape) : 0;
+    const p = this.linearParams;
+    assert(parts.length >= 1 && parts.length <= 3, 'linear: a packed weight of 1 to 3 parts');
+    let N = 0;
+    for (let i = 0; i < 4; i++) {
+      const part = parts[i];
+      if (part) {
+        const width = segments ? segmentRank : rowsOf(part);
+        if (colsOf(part) !== K) assert(false, `linear: x has ${K} columns but a part of the weight ${describeShape(part.shape)}`);
+        if (op.bias && numel(op.bias.parts[i]!.shape) !== width) assert(false, `linear: bias ${i} has ${numel(op.bias.parts[i]!.shape)} values for ${width} outputs`);
+        const index = lora?.of[i] ?? -1;
+        if (index >= 0) {
+          const b = lora!.b.parts[index]!;
+          if (b.dtype !== 'f32' || rowsOf(b) !== capacity * width || colsOf(b) !== lora!.rank) assert(false, `linear: LoRA B ${describeShape(b.shape)} is not [${capacity} * ${width}, ${lora!.rank}] f32`);
+        }
+        N += width;
+        p[LP.wStart + i] = op.w.starts[i]!;
+        p[LP.biasStart + i] = op.bias?.starts[i] ?? 0;
+        p[LP.hAt + i] = index >= 0 ? index * lora!.rank : NONE;
+        p[LP.bStart + i] = index >= 0 ? lora!.b.starts[index]! : 0;
+      }
+      p[LP.colEnd + i] = N;
+    }
+    if (op.norm && numel(op.norm.weight.shape) !== K) assert(false, `linear: the norm weight has ${numel(op.norm.weight.shape)} values for rows of ${K}`);
+    if (lora && (rowsOf(lora.h) !== T || colsOf(lora.h) !== lora.rank * lora.b.parts.length)) assert(false, `linear: h ${describeShape(lora.h.shape)} is not [${T}, ${lora.rank} * ${lora.b.parts.length}]`);
+    const cache = rope?.cache;
+    const kLayer = cache && this.cacheLayer(cache, cache.k, rope.layer);
+    const vLayer = cache && this.cacheLayer(cache, cache.v, rope.layer);
+    p[LP.T] = T;
+    p[LP.K] = K;
+    p[LP.N] = N;
+    p[LP.hasBias] = op.bias ? 1 : 0;
+    this.linearFloats[LP.eps] = op.norm?.eps ?? 0;
+    p[LP.rank] = lora?.rank ?? 0;
+    p[LP.slots] = capacity;
+    p[LP.hCols] = lora ? colsOf(lora.h) : 0;
+    p[LP.rowsAt] = segments ? rows.at.order : rows.at.logitRows;
+    p[LP.tilesAt] = rows.at.tiles;
+    p[LP.adaptersAt] = rows.at.adapters;
+    p[LP.slotsAt] = rows.at.slots;
+    p[LP.positionsAt] = rows.at.positions;
+    p[LP.heads] = rope?.heads ?? 0;
+    p[LP.kvHeads] = cache?.kvHeads ?? 0;
+    p[LP.headDim] = cache?.headDim ?? 0;
+    p[LP.tableRows] = rope ? rowsOf(rope.table) : 0;
+    p[LP.cacheSlots] = cache?.slots ?? 0;
+    p[LP.maxLen] = cache?.maxLen ?? 0;
+    p[LP.layerBase] = kLayer?.layerBase ?? 0;
+
+    const read = (t: Tensor | undefined, what: string): Binding => (t ? this.f32(t, what) : { buffer: this.dummy });
+    const bindings: Binding[] = [
+      this.f32(op.x, 'linear: x'), read(op.norm?.weight, 'linear: norm weight'), w, read(op.bias?.whole, 'linear: bias'),
+      read(lora?.h, 'linear: h'), read(lora?.b.whole, 'linear: B'), this.i32(rows.packed.whole, numel(rows.packed.whole.shape), 'linear: step rows'),
+      read(lora?.scales, 'linear: scales'), read(rope?.table, 'linear: rope table'), out,
+      kLayer?.binding ?? { buffer: this.dummyOut[0] }, vLayer?.binding ?? { buffer: this.dummyOut[1] },
+    ];
+    const serial = this.layout === 'cpu';
+    const TM = segments ? (rows.longestTile > 1 ? MAX_SEGMENT_ROWS : 1) : T === 1 ? 1 : MAX_TM;
+    const paired = epilogue === SWIGLU || epilogue === ROPE_KV;
+    // The CPU layout stages the normalised rows in workgroup memory when they fit (linear.wgsl's STAGE_SIZE).
+    const stage = serial && op.norm !== undefined && TM * K <= STAGE_SIZE;
+    const variant = [WEIGHT_F16, serial, TM > 1, op.norm, lora, op.gather, segments, stage].reduce((key: number, flag, i) => key | (flag ? 1 << i : 0), epilogue << 8);
+    let kernel = this.linearVariants.get(variant);
+    if (!kernel) {
+      const flag = (on: unknown) => (on ? 1 : 0);
+      kernel = this.recorder.variant('linear', { WEIGHT_F16, SERIAL: flag(serial), TM, NORM: flag(op.norm), LORA: flag(lora), EPILOGUE: epilogue, GATHER: flag(op.gather), SEGMENTS: flag(segments), STAGE: flag(stage) });
+      this.linearVariants.set(variant, kernel);
+    }
+    const units = paired ? N / 2 : N;
+    const perGroup = serial ? SERIAL_THREADS : paired ? 4 : 8;
+    this.recorder.dispatchVariant(kernel, p.subarray(0, LP.words), bindings, [Math.ceil(units / perGroup), segments ? rows.tileCount : Math.ceil(T / TM)]);
   }
 
   // ---- backward ops (webgpu-backward.ts) ----

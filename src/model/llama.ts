@@ -1,27 +1,46 @@
 // The Llama-family decoder, written once against the Backend interface so that the CPU reference and the
 // WebGPU kernels run the very same sequence of ops.
 //
-//   x = embed(tokens)                                        x: [T, D]
+//   x = embed(tokens)                                                  x: [T, D]
 //   per layer:  h = rmsnorm(x)
-//               q, k, v = h·Wqᵀ(+b), h·Wkᵀ(+b), h·Wvᵀ(+b)    (+ LoRA deltas)     q: [T, H·hd], k, v: [T, Hkv·hd]
+//               q, k, v = h·Wqᵀ(+b), h·Wkᵀ(+b), h·Wvᵀ(+b)  (+ LoRA deltas)  q: [T, H·hd], k, v: [T, Hkv·hd]
 //               rope(q), rope(k); cache k, v; a = attention(q, cache)
 //               x += a·Woᵀ
 //               h = rmsnorm(x);  x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
-//   logits = rmsnorm(x[rows])·Wlmᵀ                           logits: [M, V]
+//   logits = rmsnorm(x[rows])·Wlmᵀ                                     logits: [M, V]
+//
+// as five fused ops a layer (backend.ts; one dispatch each on WebGPU), q|k|v and gate|up each one projection over
+// weights packed at upload, RMSNorm, bias, LoRA expand, RoPE, KV write, SwiGLU and residual add in its prologue
+// and epilogue:
+//   q = linearRopeKv(x)          rmsnorm, [Wq|Wk|Wv], rope, k and v into the cache
+//   a = attention(q, cache)
+//   linearResidual(a, x)         x += a·Woᵀ
+//   g = linearSwiglu(x)          rmsnorm, [Wg|Wu], silu(gate)·up          g: [T, F]
+//   linearResidual(g, x)         x += g·Wdᵀ
+// and with LoRA a shrink before each linear (loraShrinkSegments: h = x̂·Aᵀ for the group's modules at once).
+// A decode step: 5 dispatches a layer (9 with LoRA on every module), plus the embedding, the LM head (gather,
+// rmsnorm and projection in one) and the sampling.
 //
 // A forward call carries T tokens from any number of sequences: each token names its KV-cache slot, its position
 // and its adapter, so prefill, decode and a mix of both are the same call.
 
-import { assert, MAX_CONTEXT, type Backend, type KvCache, type Tensor, type WeightStorage } from '../backend/backend.js';
+import { assert, MAX_CONTEXT, single, uploadPacked, uploadStepRows, type Backend, type KvCache, type LinearLora, type Packed, type Tensor, type WeightStorage } from '../backend/backend.js';
 import type { HostTensor, ModelWeights } from './checkpoint.js';
 import { ropeTable, type LlamaConfig } from './config.js';
-import type { LoraBank } from './lora-bank.js';
+import type { LinearGroup, LoraBank } from './lora-bank.js';
 import type { LoraModule } from './peft.js';
 
-/** One decoder layer's weights on the device (read by the trainer, src/train/). */
+/** One decoder layer's weights on the device. */
 export interface DeviceLayer {
   inputNorm: Tensor;
   postAttentionNorm: Tensor;
+  // The fused linears' packed weights (parts in lora-bank.ts's LINEAR_GROUPS order) ...
+  qkv: Packed;
+  qkvBias?: Packed;
+  o: Packed;
+  gateUp: Packed;
+  down: Packed;
+  // ... and each module's view of them (the trainer's unfused ops, src/train/).
   proj: Record<LoraModule, Tensor>;
   bias: Partial<Record<LoraModule, Tensor>>;
 }
@@ -59,24 +78,17 @@ export class LlamaModel {
     const maxContext = Math.min(options.maxContext ?? config.maxPositionEmbeddings, MAX_CONTEXT);
     const matrix = (t: HostTensor) => backend.uploadWeight(t.data, t.shape as [number, number], storage);
     const vector = (t: HostTensor) => backend.upload(t.data, t.shape);
-    const layers = weights.layers.map((w) => ({
-      inputNorm: vector(w.inputNorm),
-      postAttentionNorm: vector(w.postAttentionNorm),
-      proj: {
-        q_proj: matrix(w.qProj),
-        k_proj: matrix(w.kProj),
-        v_proj: matrix(w.vProj),
-        o_proj: matrix(w.oProj),
-        gate_proj: matrix(w.gateProj),
-        up_proj: matrix(w.upProj),
-        down_proj: matrix(w.downProj),
-      },
-      bias: {
-        ...(w.qBias && { q_proj: vector(w.qBias) }),
-        ...(w.kBias && { k_proj: vector(w.kBias) }),
-        ...(w.vBias && { v_proj: vector(w.vBias) }),
-      },
-    }));
+    const matrices = (ts: HostTensor[]) => uploadPacked(backend, ts.map((t) => ({ rows: t.shape[0]!, data: t.data })), [ts[0]!.shape[1]!], storage);
+    const layers = weights.layers.map((w): DeviceLayer => {
+      const [qkv, gateUp] = [matrices([w.qProj, w.kProj, w.vProj]), matrices([w.gateProj, w.upProj])];
+      const [o, down] = [single(matrix(w.oProj)), single(matrix(w.downProj))];
+      const biases = [w.qBias, w.kBias, w.vBias];
+      // A missing bias of the three is packed as zeros (adding 0 changes nothing); the trainer sees the real ones.
+      const qkvBias = biases.some((b) => b) ? uploadPacked(backend, biases.map((b, i) => ({ rows: qkv.parts[i]!.shape[0]!, data: b?.data })), [], 'f32') : undefined;
+      const proj = { q_proj: qkv.parts[0]!, k_proj: qkv.parts[1]!, v_proj: qkv.parts[2]!, o_proj: o.whole, gate_proj: gateUp.parts[0]!, up_proj: gateUp.parts[1]!, down_proj: down.whole };
+      const bias = Object.fromEntries((['q_proj', 'k_proj', 'v_proj'] as const).flatMap((m, i) => (biases[i] ? [[m, qkvBias!.parts[i]!]] : [])));
+      return { inputNorm: vector(w.inputNorm), postAttentionNorm: vector(w.postAttentionNorm), qkv, qkvBias, o, gateUp, down, proj, bias };
+    });
     const embedTokens = matrix(weights.embedTokens);
     const lmHead = weights.lmHead ? matrix(weights.lmHead) : embedTokens;
     const rope = backend.upload(ropeTable(config, maxContext), [maxContext, config.headDim]);
@@ -99,48 +111,37 @@ export class LlamaModel {
     this.checkBatch(batch, cache, bank);
     const b = this.backend;
     const c = this.config;
-    const T = batch.tokens.length;
-    const tokens = b.uploadI32(batch.tokens, [T]);
-    const slots = b.uploadI32(batch.slots, [T]);
-    const positions = b.uploadI32(batch.positions, [T]);
-    const useLora = bank !== undefined && batch.adapters.some((a) => a >= 0);
-    const adapters = useLora ? b.uploadI32(batch.adapters, [T]) : undefined;
-    const linear = (x: Tensor, layer: number, module: LoraModule): Tensor => {
-      const y = b.matmul(x, this.layers[layer]!.proj[module], this.layers[layer]!.bias[module]);
-      if (adapters && bank!.targets(module)) bank!.apply(y, x, layer, module, adapters);
-      return y;
+    const lora = bank !== undefined && batch.adapters.some((a) => a >= 0) ? bank : undefined;
+    const rows = uploadStepRows(b, { ...batch, adapters: lora ? batch.adapters : batch.adapters.map(() => -1) });
+    /** The LoRA of one fused linear: its input's shrink for the group's targeted modules (one dispatch). */
+    const loraOf = (layer: number, group: LinearGroup, x: Tensor, norm?: { weight: Tensor; eps: number }): LinearLora | undefined => {
+      const factors = lora?.group(layer, group);
+      if (!factors) return undefined;
+      const h = b.loraShrinkSegments(x, factors.a, rows, lora!.rank, norm); // [T, targeted·R]
+      return { h, b: factors.b, of: factors.of, scales: lora!.scaleTensor, rank: lora!.rank };
     };
+    const free = (...tensors: (Tensor | undefined)[]) => tensors.forEach((t) => t && b.free(t));
 
-    const x = b.embedding(this.embedTokens, tokens); // x: [T, D]
+    const x = b.embedding(this.embedTokens, rows.tokens); // x: [T, D]
     for (let l = 0; l < this.layers.length; l++) {
       const layer = this.layers[l]!;
-      const h = b.rmsNorm(x, layer.inputNorm, c.rmsNormEps);
-      const q = linear(h, l, 'q_proj'); // [T, H·hd]
-      const k = linear(h, l, 'k_proj'); // [T, Hkv·hd]
-      const v = linear(h, l, 'v_proj'); // [T, Hkv·hd]
-      b.free(h);
-      b.ropeInPlace(q, positions, this.rope, c.numHeads, c.headDim);
-      b.ropeInPlace(k, positions, this.rope, c.numKvHeads, c.headDim);
-      b.kvWrite(cache, l, k, v, slots, positions);
-      const attended = b.attention(q, cache, l, slots, positions, c.numHeads); // [T, H·hd]
-      const attentionOut = linear(attended, l, 'o_proj'); // [T, D]
-      b.addInPlace(x, attentionOut);
-      [q, k, v, attended, attentionOut].forEach((t) => b.free(t));
+      const norm1 = { weight: layer.inputNorm, eps: c.rmsNormEps };
+      const lora1 = loraOf(l, 'qkv', x, norm1);
+      const q = b.linearRopeKv({ x, norm: norm1, w: layer.qkv, bias: layer.qkvBias, lora: lora1 }, rows, { table: this.rope, heads: c.numHeads, cache, layer: l }); // [T, H·hd]
+      const attended = b.attention(q, cache, l, rows.slots, rows.positions, c.numHeads); // [T, H·hd]
+      const lora2 = loraOf(l, 'o', attended);
+      b.linearResidual({ x: attended, w: layer.o, lora: lora2 }, rows, x); // x += attended·Woᵀ
+      free(lora1?.h, q, lora2?.h, attended);
 
-      const h2 = b.rmsNorm(x, layer.postAttentionNorm, c.rmsNormEps);
-      const gate = linear(h2, l, 'gate_proj'); // [T, F]
-      const up = linear(h2, l, 'up_proj'); // [T, F]
-      const activated = b.swiglu(gate, up); // [T, F]
-      const mlpOut = linear(activated, l, 'down_proj'); // [T, D]
-      b.addInPlace(x, mlpOut);
-      [h2, gate, up, activated, mlpOut].forEach((t) => b.free(t));
+      const norm2 = { weight: layer.postAttentionNorm, eps: c.rmsNormEps };
+      const lora3 = loraOf(l, 'gateUp', x, norm2);
+      const activated = b.linearSwiglu({ x, norm: norm2, w: layer.gateUp, lora: lora3 }, rows); // [T, F]
+      const lora4 = loraOf(l, 'down', activated);
+      b.linearResidual({ x: activated, w: layer.down, lora: lora4 }, rows, x); // x += activated·Wdᵀ
+      free(lora3?.h, activated, lora4?.h);
     }
-    const rows = b.uploadI32(batch.logitRows, [batch.logitRows.length]);
-    const selected = b.gatherRows(x, rows); // [M, D]
-    const normed = b.rmsNorm(selected, this.finalNorm, c.rmsNormEps);
-    const logits = b.matmul(normed, this.lmHead); // [M, V]
-    [x, rows, selected, normed, tokens, slots, positions].forEach((t) => b.free(t));
-    if (adapters) b.free(adapters);
+    const logits = b.linear({ x, gather: true, norm: { weight: this.finalNorm, eps: c.rmsNormEps }, w: single(this.lmHead) }, rows); // [M, V]
+    free(x, rows.packed.whole);
     return logits;
   }
 
@@ -183,7 +184,8 @@ export class LlamaModel {
   destroy(): void {
     const b = this.backend;
     for (const layer of this.layers) {
-      [layer.inputNorm, layer.postAttentionNorm, ...Object.values(layer.proj), ...Object.values(layer.bias)].forEach((t) => b.free(t));
+      [layer.inputNorm, layer.postAttentionNorm, layer.qkv.whole, layer.o.whole, layer.gateUp.whole, layer.down.whole].forEach((t) => b.free(t));
+      if (layer.qkvBias) b.free(layer.qkvBias.whole);
     }
     if (this.lmHead !== this.embedTokens) b.free(this.lmHead);
     [this.embedTokens, this.finalNorm, this.rope].forEach((t) => b.free(t));

@@ -8,8 +8,12 @@
 // An adapter of rank r < R is zero-padded, which leaves its delta B·A unchanged; a module the adapter does
 // not target is all zeros.
 //   y += scale[s] · (x · Aₛᵀ) · Bₛᵀ     as two kernels: shrink h = x·Aᵀ [T, R], expand y += scale·h·Bᵀ [T, out]
+//
+// The modules of one fused linear (LINEAR_GROUPS: q|k|v, gate|up share their input) keep their factors packed:
+// one tensor holds the group's A factors (one shrink for the group), one its B factors (read by the linear's
+// epilogue); `factors` gives each module's views of them.
 
-import { assert, type Backend, type Tensor } from '../backend/backend.js';
+import { assert, uploadPacked, type Backend, type Packed, type Tensor } from '../backend/backend.js';
 import type { LlamaConfig } from './config.js';
 import { loraModuleShape, loraScale, type LoraAdapter, type LoraModule } from './peft.js';
 
@@ -18,10 +22,28 @@ export interface ModuleBank {
   b: Tensor;
 }
 
+/** The modules each fused linear of a decoder layer computes (llama.ts), in the order of its parts. */
+export const LINEAR_GROUPS = {
+  qkv: ['q_proj', 'k_proj', 'v_proj'],
+  o: ['o_proj'],
+  gateUp: ['gate_proj', 'up_proj'],
+  down: ['down_proj'],
+} as const satisfies Record<string, readonly LoraModule[]>;
+export type LinearGroup = keyof typeof LINEAR_GROUPS;
+
+/** A group's factors: the targeted modules' A [S·R, in] and B [S·out, R], packed in the group's order. */
+export interface GroupBank {
+  a: Packed;
+  b: Packed;
+  /** For each module of the group: its part in a and b, or -1 where the bank does not target it. */
+  of: number[];
+}
+
 type SlotInfo = Omit<LoraAdapter, 'layers'>;
 
 export class LoraBank {
-  private readonly banks = new Map<string, ModuleBank>(); // key: `${layer}.${module}`
+  private readonly groups = new Map<string, GroupBank>(); // key: `${layer}.${first module of the group}`
+  private readonly banks = new Map<string, ModuleBank>(); // key: `${layer}.${module}`: views of the groups
   private readonly scales: Tensor;
   private readonly slotInfo: (SlotInfo | null)[];
 
@@ -34,12 +56,19 @@ export class LoraBank {
   ) {
     assert(capacity > 0 && rank > 0, `a LoRA bank needs capacity and rank > 0 (got ${capacity}, ${rank})`);
     for (let layer = 0; layer < config.numLayers; layer++) {
-      for (const module of modules) {
-        const { inFeatures, outFeatures } = loraModuleShape(config, module);
-        this.banks.set(`${layer}.${module}`, {
-          a: backend.zeros([capacity * rank, inFeatures]),
-          b: backend.zeros([capacity * outFeatures, rank]),
-        });
+      for (const group of Object.values(LINEAR_GROUPS) as (readonly LoraModule[])[]) {
+        const targeted = group.filter((m) => modules.includes(m));
+        if (targeted.length === 0) continue;
+        const shapes = targeted.map((m) => loraModuleShape(config, m));
+        const a = uploadPacked(backend, shapes.map(() => ({ rows: capacity * rank })), [shapes[0]!.inFeatures], 'f32');
+        const b = uploadPacked(backend, shapes.map((shape) => ({ rows: capacity * shape.outFeatures })), [rank], 'f32');
+        this.groups.set(`${layer}.${group[0]}`, { a, b, of: group.map((m) => targeted.indexOf(m)) });
+      }
+      for (const module of modules) { // in the bank's module order, as adapters are read back
+        const group: readonly LoraModule[] = Object.values(LINEAR_GROUPS).find((g: readonly LoraModule[]) => g.includes(module))!;
+        const { a, b, of } = this.groups.get(`${layer}.${group[0]}`)!;
+        const part = of[group.indexOf(module)]!;
+        this.banks.set(`${layer}.${module}`, { a: a.parts[part]!, b: b.parts[part]! });
       }
     }
     this.scales = backend.zeros([capacity]);
@@ -137,6 +166,11 @@ export class LoraBank {
     return bank;
   }
 
+  /** The packed factors of a fused linear's modules, or undefined when the bank targets none of them. */
+  group(layer: number, group: LinearGroup): GroupBank | undefined {
+    return this.groups.get(`${layer}.${LINEAR_GROUPS[group][0]}`);
+  }
+
   /** Per-slot LoRA scales [S] (alpha / r). */
   get scaleTensor(): Tensor {
     return this.scales;
@@ -156,9 +190,9 @@ export class LoraBank {
   }
 
   destroy(): void {
-    for (const bank of this.banks.values()) {
-      this.backend.free(bank.a);
-      this.backend.free(bank.b);
+    for (const group of this.groups.values()) {
+      this.backend.free(group.a.whole);
+      this.backend.free(group.b.whole);
     }
     this.backend.free(this.scales);
   }

@@ -1,0 +1,573 @@
+// Fused linear layer: one dispatch per linear of a decoder layer, its neighbours folded in.
+//
+//   r[t, n] = Σ_k x̂[t, k] · W[row(n), k] + bias[n]       x̂ = x, or x / rms(x) · normWeight row by row (NORM)
+//   LORA:     r[t, n] = fma(scale[s], Σ_j h[t, hAt + j] · B[s·N_p + n_p, j], r[t, n]),   s = adapters[t] >= 0
+//
+// over the parts of a packed weight (Wq|Wk|Wv, Wgate|Wup, or one matrix): output column n is column n_p of part p,
+// read from weight row wStart[p] + n_p. Then the epilogue (EPILOGUE):
+//   STORE     out[t, n] = r
+//   RESIDUAL  out[t, n] += r                                   (out: the residual stream)
+//   SWIGLU    out[t, i] = silu(r[t, i]) · r[t, F + i]          (parts gate | up, F columns each)
+//   ROPE_KV   parts q | k | v: the pairs (i, i + hd/2) of each q and k head rotated by RoPE at positions[t]; q heads
+//             to out [T, H·hd], k and v heads into the KV cache at (slots[t], positions[t])
+// Rows: GATHER takes input row logitRows[m] for output row m (the LM head). SEGMENTS is the LoRA shrink (Punica
+// SGMV): a workgroup takes one tile of the step's rows of one adapter s, part p's weight rows are s·N_p + n_p
+// (W: the bank's A factors, N_p = rank) and out = h [T, N].
+// Each step is the unfused op's own arithmetic (rmsnorm.wgsl, matmul.wgsl, lora_expand.wgsl, rope.wgsl,
+// swiglu.wgsl, add.wgsl), so in the GPU layout the result is the unfused sequence's, bit for bit.
+//
+// Bindings: p: Params
+//           x:          [Tx, K] f32
+//           normWeight: [K] f32 (NORM)
+//           w:          u32 words: f32 bits, or two halves a word (WEIGHT_F16; a row is ceil(K / 2) words)
+//           bias:       f32, part p's from biasStart[p] (hasBias)
+//           h:          [T, hCols] f32, the shrink of this input (LORA)
+//           loraB:      f32, part p's B factors [S·N_p, rank] from row bStart[p] (LORA)
+//           step:       i32, the forward's integers (StepRows: slots, positions, adapters, logitRows, order, tiles)
+//           scales:     [S] f32 (LORA)
+//           table:      [tableRows, hd] f32, cos | sin (ROPE_KV)
+//           out:        f32 (see the epilogues)
+//           cacheK/V:   [cacheSlots, maxLen, kvHeads·hd] f32 of one layer from element layerBase (ROPE_KV)
+// Dispatch: (ceil(units / units per workgroup), row tiles). A unit is an output column, or a pair (SWIGLU,
+//           ROPE_KV); a row tile is TM rows (1 when T = 1, else 8), or one segment of at most 8 rows (SEGMENTS).
+//
+// Two thread layouts of the same maths (SERIAL):
+//   GPU: 256 threads = 32 K-lanes × 8 column threads (a pair: threads c and c + 4). matmul.wgsl's order: lane l
+//        sums words l, l+32, ... in ascending order (both halves of a word, low first; an odd K's last value
+//        last), then the 32 lanes meet in a fixed tree. The RMS sum: rmsnorm.wgsl's 256-thread tree.
+//   CPU (software adapters: lavapipe): 64 threads, one unit each over every k in ascending order; the RMS sum in
+//        ascending order. lavapipe runs 8 invocations as one SIMD vector: a weight load is one gather for 8
+//        columns and every x load is uniform (one scalar), where the GPU layout gathers x too and waits at the
+//        tree's barriers (4-8x slower there, measured).
+// Batch invariance: in both layouts an output's order depends on K only; rows never meet. Rows past the end of
+// a tile are computed from a clamped row and never written.
+
+override WEIGHT_F16: bool = false;
+override SERIAL: bool = false;
+override TM: u32 = 8u; // rows per workgroup, at most MAX_TM
+override NORM: bool = false;
+override LORA: bool = false;
+override EPILOGUE: u32 = 0u;
+override GATHER: bool = false;
+override SEGMENTS: bool = false;
+override STAGE: bool = false; // CPU layout: x̂ of the tile's rows staged in workgroup memory (TM · K <= STAGE_SIZE)
+
+const STORE: u32 = 0u;
+const RESIDUAL: u32 = 1u;
+const SWIGLU: u32 = 2u;
+const ROPE_KV: u32 = 3u;
+const MAX_TM: u32 = 8u;
+const LANES: u32 = 32u;
+const COLS: u32 = 8u;
+const THREADS: u32 = 256u; // GPU layout: LANES · COLS
+const SERIAL_THREADS: u32 = 64u;
+const NONE: u32 = 0xffffffffu;
+const STAGE_SIZE: u32 = 4096u;
+
+override PAIRED: bool = EPILOGUE == SWIGLU || EPILOGUE == ROPE_KV;
+override WG_X: u32 = select(LANES, SERIAL_THREADS, SERIAL);
+override WG_Y: u32 = select(COLS, 1u, SERIAL);
+// Workgroup memory a variant does not use is one word, so it takes no occupancy from the other layout's variants.
+override PARTIAL_WORDS: u32 = select(TM * THREADS, 1u, SERIAL);
+override STAGED_WORDS: u32 = select(1u, STAGE_SIZE, STAGE);
+
+struct Params {
+  colEnd: vec4u, // part p's columns: colEnd[p - 1] .. colEnd[p] - 1 (from 0 for p = 0); up to 3 parts
+  wStart: vec4u, // part p's first weight row
+  biasStart: vec4u, // part p's first bias
+  hAt: vec4u, // part p's first column in h, or NONE: no LoRA on it
+  bStart: vec4u, // part p's first row of B
+  T: u32, // output rows (SEGMENTS: the step's tokens)
+  K: u32,
+  N: u32, // output columns r (all parts)
+  hasBias: u32,
+  eps: f32,
+  rank: u32,
+  slots: u32, // adapter slots in the bank: s >= slots means no adapter
+  hCols: u32,
+  rowsAt: u32, // where GATHER's row list (logitRows) or SEGMENTS' order starts in step
+  tilesAt: u32,
+  adaptersAt: u32,
+  slotsAt: u32,
+  positionsAt: u32,
+  heads: u32,
+  kvHeads: u32,
+  headDim: u32,
+  tableRows: u32,
+  cacheSlots: u32,
+  maxLen: u32,
+  layerBase: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> normWeight: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read> h: array<f32>;
+@group(0) @binding(6) var<storage, read> loraB: array<f32>;
+@group(0) @binding(7) var<storage, read> step: array<i32>;
+@group(0) @binding(8) var<storage, read> scales: array<f32>;
+@group(0) @binding(9) var<storage, read> table: array<f32>;
+@group(0) @binding(10) var<storage, read_write> out: array<f32>;
+@group(0) @binding(11) var<storage, read_write> cacheK: array<f32>;
+@group(0) @binding(12) var<storage, read_write> cacheV: array<f32>;
+
+var<workgroup> partial: array<f32, PARTIAL_WORDS>; // GPU layout: the RMS tree [TM][256], then the sums [COLS][TM][LANES]
+var<workgroup> staged: array<f32, STAGED_WORDS>; // CPU layout, STAGE: x̂ [TM][K]
+var<workgroup> stagedInverseRms: array<f32, MAX_TM>;
+// GPU layout, per tile row: where its input starts in x, its output row (NONE past the tile), its inverse RMS, and
+// the K-sum of the thread's column. (The CPU layout keeps these in vectors: lavapipe holds a private array in
+// memory, and a load through an offset read from it is gathered lane by lane instead of made once.)
+var<private> xRow: array<u32, MAX_TM>;
+var<private> outRow: array<u32, MAX_TM>;
+var<private> inverseRms: array<f32, MAX_TM>;
+var<private> acc: array<f32, MAX_TM>;
+
+@compute @workgroup_size(WG_X, WG_Y)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
+  if (SERIAL) {
+    serial(wid.y, lid.x, wid.x * SERIAL_THREADS + lid.x);
+  } else {
+    lanes(wid.y, lid.x, lid.y, wid.x);
+  }
+}
+
+// ---- the tile's rows ----
+
+// Input row (a row of x) of tile row r; rows past the tile's end repeat its last row.
+fn inputRow(tile: u32, r: u32) -> u32 {
+  if (SEGMENTS) {
+    let first = u32(step[p.tilesAt + 2u * tile]);
+    let count = u32(step[p.tilesAt + 2u * tile + 1u]);
+    return u32(step[p.rowsAt + first + min(r, count - 1u)]);
+  }
+  let m = min(tile * TM + r, p.T - 1u);
+  if (GATHER) { return u32(step[p.rowsAt + m]); } // (not select: it would load past the row list too)
+  return m;
+}
+
+// Output row of tile row r (SEGMENTS: the token's row of h), or NONE past the tile's end.
+fn outputRow(tile: u32, r: u32) -> u32 {
+  if (SEGMENTS) {
+    let first = u32(step[p.tilesAt + 2u * tile]);
+    let count = u32(step[p.tilesAt + 2u * tile + 1u]);
+    return select(NONE, u32(step[p.rowsAt + first + min(r, count - 1u)]), r < count);
+  }
+  let m = tile * TM + r;
+  return select(NONE, m, m < p.T);
+}
+
+// SEGMENTS: the adapter of the tile's rows.
+fn tileSlot(tile: u32) -> u32 {
+  return u32(step[p.adaptersAt + inputRow(tile, 0u)]);
+}
+
+// ---- the output's columns ----
+
+fn unitCount() -> u32 {
+  return select(p.N, p.N / 2u, PAIRED);
+}
+
+// Output column of a unit; `second`: the pair's second column.
+fn column(unit: u32, second: bool) -> u32 {
+  if (EPILOGUE == SWIGLU) { return select(unit, p.N / 2u + unit, second); }
+  if (EPILOGUE == ROPE_KV) {
+    let half = p.headDim / 2u;
+    let n = (unit / half) * p.headDim + unit % half;
+    return select(n, n + half, second);
+  }
+  return unit;
+}
+
+fn partOf(n: u32) -> u32 {
+  return select(select(0u, 1u, n >= p.colEnd.x), 2u, n >= p.colEnd.y);
+}
+
+fn colStart(part: u32) -> u32 {
+  return select(0u, p.colEnd[max(part, 1u) - 1u], part > 0u);
+}
+
+// First word of column n's weight row.
+fn weightBase(tile: u32, n: u32) -> u32 {
+  let part = partOf(n);
+  var row = p.wStart[part] + n - colStart(part);
+  if (SEGMENTS) { row += tileSlot(tile) * (p.colEnd[part] - colStart(part)); }
+  return row * select(p.K, (p.K + 1u) / 2u, WEIGHT_F16);
+}
+
+// ---- CPU layout ----
+
+// Weights at k = 2i and 2i + 1 of the columns whose rows start at words base and base2 (a pair's second column):
+// (base's at 2i, at 2i + 1, base2's at 2i, at 2i + 1).
+fn weightPair(base: u32, base2: u32, i: u32) -> vec4f {
+  var second = vec2f();
+  if (WEIGHT_F16) {
+    if (PAIRED) { second = unpack2x16float(w[base2 + i]); }
+    return vec4f(unpack2x16float(w[base + i]), second);
+  }
+  if (PAIRED) { second = vec2f(bitcast<f32>(w[base2 + 2u * i]), bitcast<f32>(w[base2 + 2u * i + 1u])); }
+  return vec4f(bitcast<f32>(w[base + 2u * i]), bitcast<f32>(w[base + 2u * i + 1u]), second);
+}
+
+// An odd K's last weight (k = K - 1) of both columns.
+fn weightLast(base: u32, base2: u32) -> vec2f {
+  if (WEIGHT_F16) { return vec2f(unpack2x16float(w[base + p.K / 2u]).x, unpack2x16float(w[base2 + p.K / 2u]).x); }
+  return vec2f(bitcast<f32>(w[base + p.K - 1u]), bitcast<f32>(w[base2 + p.K - 1u]));
+}
+
+// x̂ at column k of the input rows starting at `rows` (offsets in x, or in `staged`) whose inverse RMS is `inv`.
+fn xin4(rows: vec4u, inv: vec4f, k: u32) -> vec4f {
+  if (STAGE) { return vec4f(staged[rows.x + k], staged[rows.y + k], staged[rows.z + k], staged[rows.w + k]); }
+  let v = vec4f(x[rows.x + k], x[rows.y + k], x[rows.z + k], x[rows.w + k]);
+  if (NORM) { return v * inv * normWeight[k]; }
+  return v;
+}
+
+fn xin1(row: u32, inv: f32, k: u32) -> f32 {
+  if (STAGE) { return staged[row + k]; }
+  let v = x[row + k];
+  if (NORM) { return v * inv * normWeight[k]; }
+  return v;
+}
+
+// STAGE: the workgroup writes x̂ of its rows once (thread r < TM sums row r's squares), so the loop over k reads
+// workgroup memory (the same values, in the same order, as without staging).
+fn stage(tile: u32, thread: u32) {
+  if (NORM) {
+    if (thread < TM) {
+      let row = inputRow(tile, thread) * p.K;
+      var sum = 0.0;
+      for (var d = 0u; d < p.K; d++) { sum = fma(x[row + d], x[row + d], sum); }
+      stagedInverseRms[thread] = inverseSqrt(sum / f32(p.K) + p.eps);
+    }
+    workgroupBarrier();
+  }
+  for (var i = thread; i < TM * p.K; i += SERIAL_THREADS) {
+    let r = i / p.K;
+    let k = i % p.K;
+    let v = x[inputRow(tile, r) * p.K + k];
+    if (NORM) { staged[i] = v * stagedInverseRms[r] * normWeight[k]; } else { staged[i] = v; }
+  }
+  workgroupBarrier();
+}
+
+fn inverseRms4(rows: vec4u) -> vec4f {
+  var sum = vec4f();
+  for (var d = 0u; d < p.K; d++) {
+    let v = vec4f(x[rows.x + d], x[rows.y + d], x[rows.z + d], x[rows.w + d]);
+    sum = fma(v, v, sum);
+  }
+  return inverseSqrt(sum / f32(p.K) + p.eps);
+}
+
+// One unit per thread, every k in ascending order. TM = 1: the row's sums in (s.x, s.y) = (column, pair's second
+// column); TM = 8: tile rows 0-3 in the lanes of a (a2: the pair's second column), rows 4-7 in b (b2). The lanes
+// of a vector are independent sums: per row, the scalar order.
+fn serial(tile: u32, thread: u32, unit: u32) {
+  if (STAGE) { stage(tile, thread); }
+  let u = min(unit, unitCount() - 1u);
+  let base = weightBase(tile, column(u, false));
+  let base2 = weightBase(tile, column(u, true));
+  let pairs = p.K / 2u;
+  if (TM == 1u) {
+    let row = select(inputRow(tile, 0u) * p.K, 0u, STAGE);
+    var inv = 1.0;
+    if (NORM && !STAGE) {
+      var sum = 0.0;
+      for (var d = 0u; d < p.K; d++) { sum = fma(x[row + d], x[row + d], sum); }
+      inv = inverseSqrt(sum / f32(p.K) + p.eps);
+    }
+    var s = vec2f();
+    for (var i = 0u; i < pairs; i++) {
+      let weights = weightPair(base, base2, i);
+      s = fma(vec2f(xin1(row, inv, 2u * i + 1u)), weights.yw, fma(vec2f(xin1(row, inv, 2u * i)), weights.xz, s));
+    }
+    if ((p.K & 1u) == 1u) { s = fma(vec2f(xin1(row, inv, p.K - 1u)), weightLast(base, base2), s); }
+    let t = outputRow(tile, 0u);
+    if (unit < unitCount() && t != NONE) { finishRow(t, unit, s.x, s.y); }
+    return;
+  }
+  let inStage = vec4u(0u, 1u, 2u, 3u) * p.K;
+  let rowsA = select(vec4u(inputRow(tile, 0u), inputRow(tile, 1u), inputRow(tile, 2u), inputRow(tile, 3u)) * p.K, inStage, STAGE);
+  let rowsB = select(vec4u(inputRow(tile, 4u), inputRow(tile, 5u), inputRow(tile, 6u), inputRow(tile, 7u)) * p.K, inStage + 4u * p.K, STAGE);
+  var invA = vec4f(1.0);
+  var invB = vec4f(1.0);
+  if (NORM && !STAGE) {
+    invA = inverseRms4(rowsA);
+    invB = inverseRms4(rowsB);
+  }
+  var a = vec4f();
+  var b = vec4f();
+  var a2 = vec4f();
+  var b2 = vec4f();
+  for (var i = 0u; i < pairs; i++) {
+    let weights = weightPair(base, base2, i);
+    let x0 = xin4(rowsA, invA, 2u * i);
+    let x1 = xin4(rowsA, invA, 2u * i + 1u);
+    let y0 = xin4(rowsB, invB, 2u * i);
+    let y1 = xin4(rowsB, invB, 2u * i + 1u);
+    a = fma(x1, vec4f(weights.y), fma(x0, vec4f(weights.x), a));
+    b = fma(y1, vec4f(weights.y), fma(y0, vec4f(weights.x), b));
+    if (PAIRED) {
+      a2 = fma(x1, vec4f(weights.w), fma(x0, vec4f(weights.z), a2));
+      b2 = fma(y1, vec4f(weights.w), fma(y0, vec4f(weights.z), b2));
+    }
+  }
+  if ((p.K & 1u) == 1u) {
+    let last = weightLast(base, base2);
+    let x0 = xin4(rowsA, invA, p.K - 1u);
+    let y0 = xin4(rowsB, invB, p.K - 1u);
+    a = fma(x0, vec4f(last.x), a);
+    b = fma(y0, vec4f(last.x), b);
+    a2 = fma(x0, vec4f(last.y), a2);
+    b2 = fma(y0, vec4f(last.y), b2);
+  }
+  if (unit >= unitCount()) { return; }
+  // LoRA deltas: when the tile's rows share an adapter (a few sequences per adapter, the usual case), each B row
+  // is read once for the tile instead of once per row (the same sums, in the same order).
+  var delta = Rows(vec4f(), vec4f());
+  var delta2 = Rows(vec4f(), vec4f());
+  let tA = vec4u(outputRow(tile, 0u), outputRow(tile, 1u), outputRow(tile, 2u), outputRow(tile, 3u));
+  let tB = vec4u(outputRow(tile, 4u), outputRow(tile, 5u), outputRow(tile, 6u), outputRow(tile, 7u));
+  let slot = adapterOf(tA.x);
+  let oneAdapter = LORA && sameAdapter(tA.y, slot) && sameAdapter(tA.z, slot) && sameAdapter(tA.w, slot) && sameAdapter(tB.x, slot) && sameAdapter(tB.y, slot) && sameAdapter(tB.z, slot) && sameAdapter(tB.w, slot);
+  if (oneAdapter) {
+    delta = tileDelta(column(unit, false), tA, tB, slot);
+    if (PAIRED) { delta2 = tileDelta(column(unit, true), tA, tB, slot); }
+  }
+  for (var r = 0u; r < TM; r++) {
+    let t = outputRow(tile, r);
+    if (t != NONE) {
+      if (r < 4u) {
+        if (oneAdapter) { finish(t, unit, a[r], a2[r], delta.a[r], delta2.a[r]); } else { finishRow(t, unit, a[r], a2[r]); }
+      } else {
+        if (oneAdapter) { finish(t, unit, b[r - 4u], b2[r - 4u], delta.b[r - 4u], delta2.b[r - 4u]); } else { finishRow(t, unit, b[r - 4u], b2[r - 4u]); }
+      }
+    }
+  }
+}
+
+struct Rows {
+  a: vec4f, // tile rows 0-3
+  b: vec4f, // tile rows 4-7
+}
+
+// Adapter slot of output row t (NONE: past the tile, or LoRA off).
+fn adapterOf(t: u32) -> u32 {
+  if (!LORA || t == NONE) { return NONE; }
+  return u32(step[p.adaptersAt + t]);
+}
+
+// Row t is past the tile's end, or of adapter s.
+fn sameAdapter(t: u32, s: u32) -> bool {
+  return t == NONE || adapterOf(t) == s;
+}
+
+// Σ_j h[t, hAt + j] · B[s·N_p + n_p, j] of column n for the tile's rows (output rows tA, tB), all of adapter s.
+fn tileDelta(n: u32, tA: vec4u, tB: vec4u, s: u32) -> Rows {
+  var d = Rows(vec4f(), vec4f());
+  let part = partOf(n);
+  let hAt = p.hAt[part];
+  if (s >= p.slots || hAt == NONE) { return d; }
+  let bBase = (p.bStart[part] + s * (p.colEnd[part] - colStart(part)) + n - colStart(part)) * p.rank;
+  let hA = min(tA, vec4u(p.T - 1u)) * p.hCols + hAt; // rows past the tile: any row, never written
+  let hB = min(tB, vec4u(p.T - 1u)) * p.hCols + hAt;
+  for (var j = 0u; j < p.rank; j++) {
+    let weight = vec4f(loraB[bBase + j]);
+    d.a = fma(vec4f(h[hA.x + j], h[hA.y + j], h[hA.z + j], h[hA.w + j]), weight, d.a);
+    d.b = fma(vec4f(h[hB.x + j], h[hB.y + j], h[hB.z + j], h[hB.w + j]), weight, d.b);
+  }
+  return d;
+}
+
+// ---- GPU layout ----
+
+fn xin(r: u32, k: u32) -> f32 {
+  let v = x[xRow[r] + k];
+  if (NORM) { return v * inverseRms[r] * normWeight[k]; }
+  return v;
+}
+
+fn lanesRms(i: u32) {
+  for (var r = 0u; r < TM; r++) {
+    var sum = 0.0;
+    for (var d = i; d < p.K; d += THREADS) { sum = fma(x[xRow[r] + d], x[xRow[r] + d], sum); }
+    partial[r * THREADS + i] = sum;
+  }
+  workgroupBarrier();
+  for (var stride = THREADS / 2u; stride > 0u; stride /= 2u) {
+    if (i < stride) {
+      for (var r = 0u; r < TM; r++) { partial[r * THREADS + i] += partial[r * THREADS + i + stride]; }
+    }
+    workgroupBarrier();
+  }
+  for (var r = 0u; r < TM; r++) { inverseRms[r] = inverseSqrt(partial[r * THREADS] / f32(p.K) + p.eps); }
+  workgroupBarrier(); // partial is refilled with the column sums
+}
+
+fn accumulate(k: u32, weight: f32) {
+  for (var r = 0u; r < TM; r++) { acc[r] = fma(xin(r, k), weight, acc[r]); }
+}
+
+fn accumulatePair(word: u32, packed: u32) {
+  let pair = unpack2x16float(packed);
+  accumulate(2u * word, pair.x);
+  accumulate(2u * word + 1u, pair.y);
+}
+
+// This lane's share of the column whose weight row starts at word `base` (matmul.wgsl's loop).
+fn laneSums(base: u32, lane: u32) {
+  if (WEIGHT_F16) {
+    let fullWords = p.K / 2u;
+    var word = lane;
+    if (TM == 1u) {
+      for (; word + 3u * LANES < fullWords; word += 4u * LANES) {
+        let w0 = w[base + word];
+        let w1 = w[base + word + LANES];
+        let w2 = w[base + word + 2u * LANES];
+        let w3 = w[base + word + 3u * LANES];
+        accumulatePair(word, w0);
+        accumulatePair(word + LANES, w1);
+        accumulatePair(word + 2u * LANES, w2);
+        accumulatePair(word + 3u * LANES, w3);
+      }
+    }
+    for (; word < fullWords; word += LANES) { accumulatePair(word, w[base + word]); }
+    if ((p.K & 1u) == 1u && lane == fullWords % LANES) {
+      accumulate(p.K - 1u, unpack2x16float(w[base + fullWords]).x);
+    }
+  } else {
+    var k = lane;
+    if (TM == 1u) {
+      for (; k + 3u * LANES < p.K; k += 4u * LANES) {
+        let w0 = bitcast<f32>(w[base + k]);
+        let w1 = bitcast<f32>(w[base + k + LANES]);
+        let w2 = bitcast<f32>(w[base + k + 2u * LANES]);
+        let w3 = bitcast<f32>(w[base + k + 3u * LANES]);
+        accumulate(k, w0);
+        accumulate(k + LANES, w1);
+        accumulate(k + 2u * LANES, w2);
+        accumulate(k + 3u * LANES, w3);
+      }
+    }
+    for (; k < p.K; k += LANES) { accumulate(k, bitcast<f32>(w[base + k])); }
+  }
+}
+
+fn lanes(tile: u32, lane: u32, c: u32, group: u32) {
+  for (var r = 0u; r < TM; r++) {
+    xRow[r] = inputRow(tile, r) * p.K;
+    outRow[r] = outputRow(tile, r);
+    acc[r] = 0.0;
+  }
+  if (NORM) { lanesRms(c * LANES + lane); }
+  let perGroup = select(COLS, COLS / 2u, PAIRED); // units per workgroup
+  let unit = group * perGroup + c % perGroup;
+  let inRange = unit < unitCount();
+  if (inRange) { laneSums(weightBase(tile, column(unit, c >= perGroup)), lane); }
+
+  let sums = c * TM * LANES; // this column thread's [TM][LANES] in partial
+  for (var r = 0u; r < TM; r++) { partial[sums + r * LANES + lane] = acc[r]; }
+  workgroupBarrier();
+  for (var stride = LANES / 2u; stride > 0u; stride /= 2u) {
+    if (lane < stride) {
+      for (var r = 0u; r < TM; r++) { partial[sums + r * LANES + lane] += partial[sums + r * LANES + lane + stride]; }
+    }
+    workgroupBarrier();
+  }
+  // Lane r of column thread c finishes row r of unit c (of a pair, column threads c and c + perGroup).
+  if (lane < TM && c < perGroup && inRange && outRow[lane] != NONE) {
+    var second = 0.0;
+    if (PAIRED) { second = partial[(c + perGroup) * TM * LANES + lane * LANES]; }
+    finishRow(outRow[lane], unit, partial[sums + lane * LANES], second);
+  }
+}
+
+// ---- epilogue ----
+
+// Σ_j h[t, hAt + j] · B[s·N_p + n_p, j] of column n for row t alone (lora_expand.wgsl's sum).
+fn rowDelta(t: u32, n: u32) -> f32 {
+  var delta = 0.0;
+  let s = adapterOf(t);
+  let part = partOf(n);
+  let hAt = p.hAt[part];
+  if (s >= p.slots || hAt == NONE) { return delta; }
+  let bBase = (p.bStart[part] + s * (p.colEnd[part] - colStart(part)) + n - colStart(part)) * p.rank;
+  let hBase = t * p.hCols + hAt;
+  for (var j = 0u; j < p.rank; j++) { delta = fma(h[hBase + j], loraB[bBase + j], delta); }
+  return delta;
+}
+
+// The column's K-sum with its bias (matmul.wgsl), then its LoRA delta (lora_expand.wgsl).
+fn result(t: u32, n: u32, sum: f32, delta: f32) -> f32 {
+  var value = sum;
+  if (p.hasBias != 0u) {
+    let part = partOf(n);
+    value += bias[p.biasStart[part] + n - colStart(part)];
+  }
+  let s = adapterOf(t); // -1 wraps past every slot
+  if (s < p.slots && p.hAt[partOf(n)] != NONE) { value = fma(scales[s], delta, value); }
+  return value;
+}
+
+// finish, with the LoRA deltas of row t alone.
+fn finishRow(t: u32, unit: u32, s0: f32, s1: f32) {
+  var d0 = 0.0;
+  var d1 = 0.0;
+  if (LORA) {
+    d0 = rowDelta(t, column(unit, false));
+    if (PAIRED) { d1 = rowDelta(t, column(unit, true)); }
+  }
+  finish(t, unit, s0, s1, d0, d1);
+}
+
+// Row t of a unit, from its K-sums and LoRA deltas (s1, d1: of a pair's second column).
+fn finish(t: u32, unit: u32, s0: f32, s1: f32, d0: f32, d1: f32) {
+  if (EPILOGUE == STORE) {
+    out[t * p.N + unit] = result(t, unit, s0, d0);
+  } else if (EPILOGUE == RESIDUAL) {
+    let i = t * p.N + unit;
+    out[i] = out[i] + result(t, unit, s0, d0);
+  } else if (EPILOGUE == SWIGLU) {
+    let F = p.N / 2u;
+    let g = result(t, unit, s0, d0);
+    out[t * F + unit] = g / (1.0 + exp(-g)) * result(t, F + unit, s1, d1);
+  } else {
+    ropeKv(t, unit, result(t, column(unit, false), s0, d0), result(t, column(unit, true), s1, d1));
+  }
+}
+
+fn ropeKv(t: u32, unit: u32, v1: f32, v2: f32) {
+  let hd = p.headDim;
+  let half = hd / 2u;
+  let head = unit / half; // q heads, then k heads, then v heads
+  let i = unit % half;
+  let position = step[p.positionsAt + t];
+  var x1 = v1;
+  var x2 = v2;
+  if (head < p.heads + p.kvHeads) {
+    let row = min(u32(max(position, 0)), p.tableRows - 1u) * hd;
+    let c = table[row + i];
+    let s = table[row + half + i];
+    x1 = v1 * c - v2 * s;
+    x2 = v2 * c + v1 * s;
+  }
+  if (head < p.heads) {
+    let base = (t * p.heads + head) * hd;
+    out[base + i] = x1;
+    out[base + half + i] = x2;
+    return;
+  }
+  let slot = u32(step[p.slotsAt + t]);
+  let at = u32(position);
+  if (slot >= p.cacheSlots || at >= p.maxLen) { return; } // negative ids wrap to huge u32s: skipped too
+  let kvHead = (head - p.heads) % p.kvHeads;
+  let base = p.layerBase + ((slot * p.maxLen + at) * p.kvHeads + kvHead) * hd + i;
+  if (head < p.heads + p.kvHeads) {
+    cacheK[base] = x1;
+    cacheK[base + half] = x2;
+  } else {
+    cacheV[base] = x1;
+    cacheV[base + half] = x2;
+  }
+}
