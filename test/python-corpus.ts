@@ -120,7 +120,7 @@ export const HOSTILE: HostileProgram[] = [
   { what: 'a modular pow too long', program: 'def f():\n    return pow(3, 2 ** 90000, 2 ** 90000 + 1)', inputs: [''], reason: 'memory' },
   { what: 'a shift bomb', program: 'def f():\n    return 1 << 10 ** 9', inputs: [''], reason: 'memory' },
   { what: 'a Fraction power bomb', program: 'from fractions import Fraction\ndef f():\n    return float(Fraction(3, 2) ** 10 ** 7)', inputs: [''], reason: 'memory' },
-  { what: 'a Fraction exponent bomb', program: "from fractions import Fraction\ndef f():\n    return Fraction('1e999999999') > 0", inputs: [''], reason: 'memory' },
+  { what: 'a Fraction exponent bomb', program: "from fractions import Fraction\ndef f():\n    return Fraction('1e999999999') > 0", inputs: [''], reason: 'runtime-error', detail: /Invalid literal for Fraction/ },
   { what: 'math.factorial', program: 'import math\ndef f():\n    return math.factorial(10 ** 6) % 7', inputs: [''], reason: 'memory' },
   { what: 'math.comb', program: 'import math\ndef f():\n    return math.comb(10 ** 6, 5 * 10 ** 5) % 7', inputs: [''], reason: 'memory' },
   { what: 'math.perm', program: 'import math\ndef f():\n    return math.perm(10 ** 6) % 7', inputs: [''], reason: 'memory' },

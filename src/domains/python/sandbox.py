@@ -89,6 +89,7 @@ MAX_PATTERN_CHARS = 2_000  # length of a regular expression's source
 MAX_REGEXES_KEPT = 512  # patterns remembered as checked
 MAX_MEMORY_BYTES = 64 << 20  # peak of the Python allocations of one run (the heap cap is far above it)
 MEMORY_CHECK_STEPS = 64  # steps of fuel between two looks at the traced memory (a loop of big allocations ends early)
+MEMORY_CHECK_ITEMS = 8  # items C code iterates for the program between two looks (one item can be a big allocation)
 MAX_RESULT_CHARS = 10_000  # canonical text of the returned value
 MAX_PRINT_CHARS = 10_000  # text printed by the program (kept only for the determinism check)
 MAX_INPUT_CHARS = 100_000  # one input's text
@@ -137,7 +138,7 @@ def _charge(items, per=MADE_ITEMS_PER_FUEL, run=_run):
         _refuse('fuel', f'the program took more than {run.limit} steps (lines, jumps and items made in C)')
 
 
-def _tick(item, run=_run, traced=tracemalloc.get_traced_memory, every=MEMORY_CHECK_STEPS - 1):
+def _tick(item, run=_run, traced=tracemalloc.get_traced_memory, every=MEMORY_CHECK_ITEMS - 1):
     """One step of fuel per item that C code iterates for the program (reduce, itertools sources), with a look at
     the memory now and then (a reduce of list concatenations grows it in C); returns the item, for map."""
     used = run.used = run.used + 1
@@ -1233,10 +1234,6 @@ def _format(value, spec=''):
     return format(value, spec)
 
 
-def _pow(base, exp, mod=None):
-    return _guard_pow(base, exp, mod)
-
-
 def _reduce(function, iterable, *initial):
     return functools.reduce(function, _metered(iterable), *initial)
 
@@ -1635,7 +1632,7 @@ _BUILTINS_ALLOWED = ('abs bin bool bytearray bytes callable chr classmethod comp
                      'staticmethod str super tuple type NotImplemented Ellipsis').split()
 _BUILTINS_GUARDED = {
     'all': _all, 'any': _any, 'ascii': _ascii, 'enumerate': _enumerate, 'filter': _filter, 'format': _format, 'iter': _iter, 'map': _map,
-    'max': _extreme(max), 'min': _extreme(min), 'pow': _pow, 'repr': _repr, 'reversed': _reversed,
+    'max': _extreme(max), 'min': _extreme(min), 'pow': _guard_pow, 'repr': _repr, 'reversed': _reversed,
     'range': _guard_range,  # a function, not the type: an alias of it (r = range) must not make unchecked ranges
     'sorted': _sorted, 'sum': _sum, 'zip': _zip, 'hash': _hash,
 }
@@ -1781,8 +1778,9 @@ _running = _Running()
 
 
 def _seal_library():
-    """Library entry points that would change shared state or run a pattern unchecked, guarded while a program runs
-    (outside a run, e.g. for executor.ts's tests, they behave as they always did)."""
+    """Library entry points that would keep a program's change or do unbounded work for it: ABC registration is
+    refused while a program runs (outside a run, e.g. in executor.ts's tests, it works as it always did), a
+    string.Template subclass's pattern is checked as re's functions check theirs, Fraction's parser is bounded."""
     register = abc.ABCMeta.register
 
     def guarded_register(cls, subclass, running=_running):
@@ -1800,17 +1798,13 @@ def _seal_library():
 
     string.Template.__init_subclass__ = classmethod(guarded_init_subclass)
 
-    fraction_new = fractions.Fraction.__new__
-    exponent = re.compile(r'[eE]\s*([-+]?\d+)')
-
-    def guarded_fraction(cls, numerator=0, denominator=None):
-        if isinstance(numerator, str):
-            found = exponent.search(numerator)
-            if found and len(found.group(1)) > 6 or found and abs(int(found.group(1))) * 3.33 > MAX_INT_BITS:
-                _refuse('memory', f'Fraction({numerator[:40]!r}) makes an integer of more than {MAX_INT_BITS} bits')
-        return fraction_new(cls, numerator, denominator)
-
-    fractions.Fraction.__new__ = staticmethod(guarded_fraction)
+    # Fraction('1e999999999') computes 10 ** 999999999 in Python; its parser takes exponents of four digits at most
+    # (the rest of a Fraction's text is bounded by int()'s own limit of 4300 digits).
+    rational = fractions._RATIONAL_FORMAT
+    bounded = rational.pattern.replace(r'(?P<exp>[-+]?\d+(_\d+)*)', r'(?P<exp>[-+]?\d{1,4})')
+    if bounded == rational.pattern:
+        raise RuntimeError("sandbox.py: fractions' parser has changed; its exponents are unbounded")
+    fractions._RATIONAL_FORMAT = re.compile(bounded, rational.flags)
 
 
 # ---- fuel, and refusals that stick --------------------------------------------------------------------------------
@@ -1912,7 +1906,7 @@ def _call(code, arguments, run=_run, running=_running):
         finally:
             # The program's hooks end here: its globals go, and its garbage (generators' finally blocks) is collected
             # while fuel still counts. Data nested too deep to free safely is kept instead (the restore drops it).
-            run.parked.extend(value for value in world.globals.values() if _nestable[type(value)] and _too_deep(value))
+            run.parked.extend(item for item in world.globals.values() if _nestable[type(item)] and _too_deep(item))
             world.globals.clear()
             gc.collect()
     except Refused:
@@ -1921,7 +1915,7 @@ def _call(code, arguments, run=_run, running=_running):
         _record('recursion', f'the program nested more than {MAX_RECURSION} calls')
     except MemoryError:
         _record('memory', f'the program used more than {MAX_MEMORY_BYTES >> 20} MiB')
-    except Exception as error:
+    except BaseException as error:  # Exception, or a BaseException the program got hold of some other way
         _record('runtime-error', f'{type(error).__name__}: {_exception_text(error)}')
     finally:
         running.program = False
