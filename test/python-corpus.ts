@@ -240,6 +240,7 @@ def f(s):
  * four inputs, and the sandbox must give the outputs the host's CPython gives.
  */
 export const ORDINARY: Array<{ program: string; inputs: string[] }> = [
+  { program: 'def f(n):\n    for i in range(10 ** 9):\n        if i * i > n:\n            return i', inputs: ['10', '0', '99', '1000'] },
   { program: 'def f(numbers, k):\n    return sorted(numbers)[-k:]', inputs: ['[5, 1, 4, 2], 2', '[3, 3, 1], 1', '[9, -2, 7, 0, 4], 3', '[1], 1'] },
   { program: 'def f(s):\n    out = []\n    for i, ch in enumerate(s):\n        out.append(ch.upper() if i % 2 == 0 else ch)\n    return "".join(out)', inputs: ["'banana'", "'abc'", "''", "'Python'"] },
   { program: 'from collections import Counter\ndef f(words):\n    counts = Counter(words)\n    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))', inputs: ["['a', 'b', 'a', 'c', 'b', 'a']", "['x']", "['q', 'p', 'q', 'p']", '[]'] },

@@ -1041,19 +1041,23 @@ def _guard_target(value, type=type, run=_run, module=PROGRAM_MODULE):
     _refuse('forbidden-attribute', f'setting an attribute on {kind.__name__} {getattr(value, "__name__", "")!s} would change a library object')
 
 
+def _range_items(items):
+    return max(0, (items.stop - items.start + items.step - (1 if items.step > 0 else -1)) // items.step)  # len() overflows on wasm32
+
+
 def _guard_loop_range(*args):
-    """range() as the iterable of a `for` statement or clause: only its size is checked (the loop pays per item)."""
-    items = range(*args)
-    count = max(0, (items.stop - items.start + items.step - (1 if items.step > 0 else -1)) // items.step)  # len() overflows on wasm32
-    if count > MAX_RANGE:
-        _refuse('fuel', f'a range of {count} items exceeds the limit of {MAX_RANGE} (code in C would walk it without spending fuel)')
-    return items
+    """range() as the iterable of a `for` statement or clause: any size, since the loop pays fuel per item (a search
+    that breaks early, `for i in range(10 ** 9): if …: return i`, is ordinary code)."""
+    return range(*args)
 
 
 def _guard_range(*args):
-    """range() anywhere else (also the builtin, so an alias of it): C code may walk it, so it is charged."""
-    items = _guard_loop_range(*args)
-    _charge(len(items), RANGE_ITEMS_PER_FUEL)
+    """range() anywhere else (also the builtin, so an alias of it): C code may walk it, so it is bounded and charged."""
+    items = range(*args)
+    count = _range_items(items)
+    if count > MAX_RANGE:
+        _refuse('fuel', f'a range of {count} items exceeds the limit of {MAX_RANGE} (code in C would walk it without spending fuel)')
+    _charge(count, RANGE_ITEMS_PER_FUEL)
     return items
 
 
