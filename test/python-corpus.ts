@@ -17,8 +17,11 @@ export interface HostileProgram {
   stack?: 'production';
 }
 
-/** A host folder the hostile programs reach for: the test creates it and checks it is untouched afterwards. */
-export const SENTINEL_DIR = '/tmp/populora-sandbox-sentinel';
+/**
+ * A host folder the hostile programs reach for: the test creates it and checks it is untouched afterwards. One per
+ * process, since test files run side by side (each in its own process) and each removes its folder at the end.
+ */
+export const SENTINEL_DIR = `/tmp/populora-sandbox-sentinel-${process.pid}`;
 
 const deepList = (levels: number) => `    x = []\n    for _ in range(${levels}):\n        x = [x]\n`;
 
@@ -104,6 +107,10 @@ export const HOSTILE: HostileProgram[] = [
   { what: 'an attribute of a shared singleton', program: 'import dataclasses\ndef f():\n    dataclasses.MISSING.x = 1\n    return 1', inputs: [''], reason: 'forbidden-attribute' },
   { what: 'a library function given an attribute', program: 'import math\ndef f():\n    math.sqrt.cache = {}\n    return 1', inputs: [''], reason: 'forbidden-attribute' },
   { what: "a library function's defaults", program: 'import textwrap\ndef f():\n    textwrap.fill.__defaults__ = (1,)\n    return 1', inputs: [''], reason: 'forbidden-attribute' },
+  { what: 'dataclass applied to a library class', program: 'import dataclasses, string\ndef f():\n    dataclasses.dataclass(string.Template)\n    return 1', inputs: [''], reason: 'forbidden-attribute' },
+  { what: 'total_ordering applied to a library class', program: 'import functools, fractions\ndef f():\n    functools.total_ordering(fractions.Fraction)\n    return 1', inputs: [''], reason: 'forbidden-attribute' },
+  { what: 'functools.wraps onto a library function', program: 'import functools, textwrap\ndef g():\n    pass\ndef f():\n    functools.wraps(g)(textwrap.fill)\n    return textwrap.fill.__name__', inputs: [''], reason: 'forbidden-attribute' },
+  { what: 'a class-level dataclass of its own, decorated with options', program: 'import dataclasses, functools\n@functools.total_ordering\n@dataclasses.dataclass(frozen=True)\nclass P:\n    x: int\n    def __lt__(self, other):\n        return self.x < other.x\ndef f():\n    return [P(1) < P(2), P(3) >= P(2), P(1) == P(1)]', inputs: [''], reason: 'ok', outputs: ['[True, True, True]'] },
   { what: 'the comparison function', program: "def f():\n    same_value.__code__ = (lambda a, b: 'true').__code__\n    return 1", inputs: [''], reason: 'forbidden-attribute' },
   { what: 'the fuel counter', program: 'def f():\n    _fuel = 0\n    return _run', inputs: [''], reason: 'runtime-error', detail: /NameError/ },
   { what: 'builtins rebound for its own use', program: 'def f(s):\n    len = lambda x: 42\n    sorted = list\n    return [len(s), sorted(s)]', inputs: ["'cab'"], reason: 'ok', outputs: ["[42, ['c', 'a', 'b']]"] },

@@ -4,12 +4,12 @@
 // and `populora verify` on the same path.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { VerifyJob, VerifyOutcome } from '../src/domains/domain.js';
 import { ESCAPE_MARKER } from '../src/domains/python/sandbox-protocol.js';
 import { fence } from '../src/domains/python/sandbox-processes.js';
@@ -221,6 +221,7 @@ describe('populora verify', () => {
 describe('the hostile corpus through the fenced processes', () => {
   mkdirSync(SENTINEL_DIR, { recursive: true });
   writeFileSync(join(SENTINEL_DIR, 'secret.txt'), 'untouched');
+  afterAll(() => rmSync(SENTINEL_DIR, { recursive: true, force: true }));
   const cases = HOSTILE.map((entry) => ({ entry, job: validate('code_o', entry.program, ...entry.inputs) }));
   const health = validate('code_o', HEALTH_CHECK.program, ...HEALTH_CHECK.inputs);
   const healthOutput = (() => {
