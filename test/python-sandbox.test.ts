@@ -226,11 +226,13 @@ describe('layer 4: the verdict, by code the program cannot reach', () => {
   });
 
   it('judges the same with repr and sorted poisoned by an escaped program (the judge holds its own references)', () => {
-    const program = ORDINARY[35]!;
-    const before = python.run(program.program, program.inputs);
+    const program = 'def f(xs):\n    return {x % 3 for x in xs}, {str(x): [x, -x] for x in xs}, (len(xs), 1.5, None)';
+    const inputs = ['[4, 1, 7, 3]', '[]', '[10, 20]'];
+    const before = python.run(program, inputs);
+    expect(before.ok).toBe(true);
     try {
       asEscaped("import builtins\nbuiltins.repr = lambda x: 'X'\nbuiltins.sorted = lambda x, **k: list(x)\n'poisoned'");
-      expect(python.run(program.program.replace('sorted', 'list'), program.inputs)).toMatchObject({ outputs: before.ok ? before.outputs : [], outputTypes: before.ok ? before.outputTypes : [] });
+      expect(python.run(program, inputs)).toMatchObject({ outputs: before.ok ? before.outputs : [], outputTypes: before.ok ? before.outputTypes : [] });
       expect(python.sameValue('{3, 1, 2}', '{1, 2, 3}')).toBe(true);
       expect(python.sameValue('[1, 2]', '[2, 1]')).toBe(false);
     } finally {

@@ -1374,13 +1374,25 @@ def _heapify(heap):
     return heapq.heapify(heap)
 
 
-def _wraps(wrapped):
-    """functools.wraps with its fixed names only: `assigned=`/`updated=` would copy any attribute by name."""
-    return functools.wraps(wrapped)
-
-
 def _update_wrapper(wrapper, wrapped):
-    return functools.update_wrapper(wrapper, wrapped)
+    """functools.update_wrapper with its fixed names only (`assigned=`/`updated=` would copy any attribute by name),
+    onto the program's own functions only (it sets attributes on the wrapper)."""
+    return functools.update_wrapper(_guard_target(wrapper), wrapped)
+
+
+def _wraps(wrapped):
+    return functools.partial(_update_wrapper, wrapped=wrapped)
+
+
+def _own_classes_only(decorator):
+    """A library decorator that sets attributes on the class it is given (dataclass, total_ordering, final): for the
+    program's own classes only, or a library class would be changed for the rest of the job."""
+    def guarded(cls=None, /, **options):
+        if cls is None:  # @dataclass(order=True): the options first, the class next
+            return functools.partial(guarded, **options)
+        return decorator(_guard_target(cls), **options)
+    guarded.__name__ = decorator.__name__
+    return guarded
 
 
 def _json_dumps(obj, *, skipkeys=False, ensure_ascii=True, check_circular=True, allow_nan=True, cls=None, indent=None, separators=None, default=None, sort_keys=False):
@@ -1581,7 +1593,7 @@ _MODULE_NAMES = {
     'fractions': 'Fraction',
     'statistics': 'NormalDist StatisticsError correlation covariance fmean geometric_mean harmonic_mean linear_regression mean median median_grouped median_high median_low mode multimode pstdev pvariance quantiles stdev variance',
     'copy': 'Error copy deepcopy replace',
-    'enum': 'Enum EnumType Flag IntEnum IntFlag ReprEnum StrEnum auto member nonmember unique verify',
+    'enum': 'Enum Flag IntEnum IntFlag ReprEnum StrEnum auto member nonmember unique verify',
     'array': 'array typecodes',
     'numbers': 'Complex Integral Number Rational Real',
     'json': 'JSONDecodeError dumps loads',
@@ -1590,7 +1602,9 @@ _MODULE_NAMES = {
 }
 _MODULE_GUARDS = {
     'math': {'factorial': _factorial, 'comb': _comb, 'perm': _perm, 'prod': _prod, 'lcm': _lcm, 'sumprod': _sumprod},
-    'functools': {'reduce': _reduce, 'wraps': _wraps, 'update_wrapper': _update_wrapper},
+    'functools': {'reduce': _reduce, 'wraps': _wraps, 'update_wrapper': _update_wrapper, 'total_ordering': _own_classes_only(functools.total_ordering)},
+    'dataclasses': {'dataclass': _own_classes_only(dataclasses.dataclass)},
+    'typing': {'final': _own_classes_only(typing.final)},
     'copy': {'deepcopy': _deepcopy},
     'itertools': {
         'count': _itertool(itertools.count, metered=True), 'cycle': _itertool(itertools.cycle, metered=True),
