@@ -102,7 +102,6 @@ const GROWN_HEAP_RECYCLE_FACTOR = 4;
 
 export class PythonExecutor {
   private readonly snapshot: Uint8Array;
-  restores = 0;
 
   private constructor(
     private readonly pyodide: PyodideAPI,
@@ -141,7 +140,6 @@ export class PythonExecutor {
     const heap = heapOf(this.pyodide).HEAP8 as unknown as Uint8Array;
     heap.set(this.snapshot);
     if (heap.length > this.snapshot.length) heap.fill(0, this.snapshot.length);
-    this.restores++;
   }
 
   /** The heap grew so far that wiping it at every restore costs more than starting a new interpreter. */
