@@ -145,10 +145,19 @@ describe('save and load', () => {
     expect(loaded.layers[1]!.o_proj!.a).toEqual(roundToF16(adapter.layers[1]!.o_proj!.a));
   });
 
-  it('refuses to save what adapter_config.json cannot describe', () => {
-    const adapter = randomAdapter(tiny, { rank: 2, targets: ['q_proj', 'v_proj'], seed: 1, init: 'peft' });
-    delete adapter.layers[1]!.v_proj;
-    expect(() => savePeftAdapter(join(dir, 'partial'), adapter)).toThrow(/layer 1 has LoRA factors for q_proj but not for all of target_modules \(q_proj, v_proj\)/);
+  it('saves modules that differ between layers by their full names, as PEFT matches them, and loads them back', () => {
+    const adapter = randomAdapter(tiny, { rank: 2, targets: ['q_proj', 'v_proj', 'up_proj'], seed: 1, init: 'gaussian' });
+    delete adapter.layers[1]!.v_proj; // layer 0: q, v, up; layer 1: q, up
+    delete adapter.layers[0]!.up_proj; // layer 0: q, v
+    const out = join(dir, 'per-layer');
+    savePeftAdapter(out, adapter);
+    const config = readJson(join(out, 'adapter_config.json'));
+    // PEFT's rule: a module is adapted when its name equals an entry or ends in "." + entry.
+    expect(config.target_modules).toEqual(['model.layers.0.self_attn.q_proj', 'model.layers.0.self_attn.v_proj', 'model.layers.1.self_attn.q_proj', 'model.layers.1.mlp.up_proj']);
+    expect(config.layers_to_transform).toBeNull();
+    const loaded = loadPeftAdapter(out, tiny);
+    expect(loaded.layers).toEqual(adapter.layers);
+    expect(loaded.layers[1]!.v_proj).toBeUndefined();
   });
 
   it('resolves target_modules "all-linear" as PEFT does for Llama-family models', () => {

@@ -281,11 +281,6 @@ export function savePeftAdapter(dir: string, adapter: LoraAdapter, options: { dt
   const dtype = options.dtype ?? 'F32';
   const tensors: TensorToWrite[] = [];
   adapter.layers.forEach((layer, l) => {
-    // adapter_config.json can only say "these modules, in these layers": a layer has all targets or none.
-    const present = adapter.targetModules.filter((m) => layer[m]);
-    if (present.length > 0 && present.length < adapter.targetModules.length) {
-      throw new RangeError(`${dir}: layer ${l} has LoRA factors for ${present.join(', ')} but not for all of target_modules (${adapter.targetModules.join(', ')}); PEFT's adapter_config.json cannot express that`);
-    }
     for (const m of adapter.targetModules) {
       const f = layer[m];
       if (!f) continue;
@@ -299,6 +294,10 @@ export function savePeftAdapter(dir: string, adapter: LoraAdapter, options: { dt
     }
   });
   const transformed = adapter.layers.map((layer, l) => (Object.keys(layer).length > 0 ? l : -1)).filter((l) => l >= 0);
+  // "These modules, in these layers" when every adapted layer has every target; else each module by its full
+  // name, as PEFT (>= 0.14) writes target_modules for "all-linear" and matches it (name equal or ending in it).
+  const uniform = transformed.every((l) => adapter.targetModules.every((m) => adapter.layers[l]![m]));
+  const targetModules = uniform ? adapter.targetModules : transformed.flatMap((l) => adapter.targetModules.filter((m) => adapter.layers[l]![m]).map((m) => moduleName(l, m)));
   const config = {
     peft_type: 'LORA',
     task_type: 'CAUSAL_LM',
@@ -306,7 +305,7 @@ export function savePeftAdapter(dir: string, adapter: LoraAdapter, options: { dt
     r: adapter.rank,
     lora_alpha: adapter.alpha,
     lora_dropout: 0,
-    target_modules: adapter.targetModules,
+    target_modules: targetModules,
     bias: 'none',
     fan_in_fan_out: false,
     use_rslora: adapter.useRslora,
@@ -314,7 +313,7 @@ export function savePeftAdapter(dir: string, adapter: LoraAdapter, options: { dt
     init_lora_weights: true,
     inference_mode: true,
     modules_to_save: null,
-    layers_to_transform: transformed.length === adapter.layers.length ? null : transformed,
+    layers_to_transform: !uniform || transformed.length === adapter.layers.length ? null : transformed,
     rank_pattern: {},
     alpha_pattern: {},
     revision: null,
