@@ -4,7 +4,7 @@
 // absent, and a stop on a signal that a resume continues. Each damage is made at a chosen place, and what the
 // runtime says is held against what the test knows it did.
 import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync, writeSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -160,6 +160,39 @@ describe('one run per folder', () => {
     expect((await run({ outDir: dir, overwrite: true }, { ...scenario, steps: 1 })).stepsRun).toBe(1);
     writeFileSync(join(dir, 'run.lock'), JSON.stringify({ pid: gone, host: 'elsewhere', command: 'populora run x.yaml' }));
     await expect(run({ outDir: dir, overwrite: true })).rejects.toThrow(`${dir} is in use by populora (pid ${gone} on elsewhere: populora run x.yaml)`);
+  });
+
+  it('takes over a lock whose pid now names another process (pid reuse: its start time differs)', async () => {
+    const dir = fresh();
+    mkdirSync(dir, { recursive: true });
+    const reused = { pid: process.pid, host: hostname(), command: 'populora run', started: '1' }; // this pid, started at boot + 1 tick
+    writeFileSync(join(dir, 'run.lock'), JSON.stringify(reused));
+    expect((await run({ outDir: dir, overwrite: true }, { ...scenario, steps: 1 })).stepsRun).toBe(1);
+  });
+
+  it('lets exactly one of many processes racing for a stale lock take it; the others name the winner', async () => {
+    const lockModule = join(process.cwd(), 'dist/src/runtime/run-lock.js');
+    for (let round = 0; round < 3; round++) {
+      const dir = fresh();
+      mkdirSync(dir, { recursive: true });
+      const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
+      writeFileSync(join(dir, 'run.lock'), JSON.stringify({ pid: gone, host: hostname(), command: 'populora run' }));
+      const startAt = Date.now() + 1500; // every child spins until then, so their attempts overlap
+      const child = `const { acquireRunLock } = await import(${JSON.stringify(lockModule)});
+        while (Date.now() < ${startAt});
+        try { const lock = acquireRunLock(${JSON.stringify(dir)}); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1500); lock.release(); console.log('won'); }
+        catch (error) { console.log(error.message); }`;
+      const outputs = await Promise.all(Array.from({ length: 6 }, () => new Promise<{ pid: number; text: string }>((done) => {
+        const p = spawn(process.execPath, ['--input-type=module', '-e', child]);
+        let text = '';
+        p.stdout.on('data', (d) => (text += d));
+        p.on('close', () => done({ pid: p.pid!, text: text.trim() }));
+      })));
+      const winners = outputs.filter((o) => o.text === 'won');
+      expect(winners).toHaveLength(1);
+      for (const loser of outputs.filter((o) => o.text !== 'won')) expect(loser.text).toMatch(new RegExp(`^${dir} is in use by populora \\(pid ${winners[0]!.pid} on `));
+      expect(readdirSync(dir)).toEqual([]); // the winner released; no guard or own file left behind
+    }
   });
 
   it('refuses an --out that is a file', async () => {
