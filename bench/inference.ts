@@ -5,6 +5,7 @@
 //
 //   node dist/bench/inference.js [--preset bench-small|qwen2.5-0.5b-shape] [--backend webgpu|cpu] [--weights f16|f32]
 //                                [--prompt 16] [--decode 8] [--rank 16] [--peak-gbs N] [--out bench/results/inference.json]
+//                                [--shapes 1x1,8x8,...]   (batch x distinct adapters; default: all six)
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -18,7 +19,7 @@ import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, loraModuleShape, randomAdapter } from '../src/model/peft.js';
 import { presetConfig } from './presets.js';
 
-const SHAPES: Array<[batch: number, adapters: number]> = [[1, 1], [8, 1], [8, 8], [32, 1], [32, 8], [32, 32]];
+const ALL_SHAPES = '1x1,8x1,8x8,32x1,32x8,32x32';
 
 const { values: args } = parseArgs({
   options: {
@@ -30,7 +31,13 @@ const { values: args } = parseArgs({
     rank: { type: 'string', default: '16' },
     'peak-gbs': { type: 'string' },
     out: { type: 'string', default: 'bench/results/inference.json' },
+    shapes: { type: 'string', default: ALL_SHAPES },
   },
+});
+const SHAPES = args.shapes!.split(',').map((shape) => {
+  const [batch, adapters] = shape.split('x').map(Number);
+  if (!(batch! >= 1 && adapters! >= 1)) throw new Error(`--shapes: "${shape}" is not BATCHxADAPTERS, e.g. 8x8`);
+  return [batch!, adapters!] as const;
 });
 
 interface Row {

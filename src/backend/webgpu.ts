@@ -6,7 +6,7 @@
 // column count so a pair never straddles two rows.
 
 import {
-  assert, colsOf, describeShape, MAX_CONTEXT, MAX_SEGMENT_ROWS, numel, rowBytes, rowsOf,
+  assert, colsOf, describeShape, MAX_CONTEXT, MAX_SEGMENT_ROWS, numel, rowBytes, rowsOf, single,
   type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage,
 } from './backend.js';
 import { f16BitsToF32, f32ToF16Bits } from './half.js';
@@ -14,6 +14,7 @@ import { KernelLibrary, openDevice, releaseInstance } from './webgpu-device.js';
 import { BackwardKernels, type GpuTensor } from './webgpu-backward.js';
 import { EvolutionKernels } from './webgpu-evolution.js';
 import { Recorder, type Binding, type Field, type KernelVariant } from './webgpu-recorder.js';
+import { isBlocked, RowBlockOps, uploadBlocked } from './webgpu-row-blocks.js';
 
 const MAX_HEAD_DIM = 256; // attention.wgsl keeps the query in workgroup memory
 const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
@@ -49,12 +50,18 @@ function sizeClass(bytes: number): number {
 }
 
 
+export interface WebGpuOptions {
+  validate?: boolean;
+  layout?: ThreadLayout;
+  maxBindingBytes?: number; // a binding limit below the device's (tests: row blocks on small weights)
+}
+
 /** Opens the WebGPU device; throws when there is no adapter. POPULORA_WEBGPU_VALIDATE=1 turns on validation. */
-export async function createWebGpuBackend(options: { validate?: boolean; layout?: ThreadLayout } = {}): Promise<Backend> {
+export async function createWebGpuBackend(options: WebGpuOptions = {}): Promise<Backend> {
   const validate = options.validate ?? process.env.POPULORA_WEBGPU_VALIDATE === '1';
   const { device, description, software } = await openDevice(validate);
   try {
-    return new WebGpuBackend(device, description, await KernelLibrary.load(device), validate, options.layout ?? (software ? 'cpu' : 'gpu'));
+    return new WebGpuBackend(device, description, await KernelLibrary.load(device), validate, options.layout ?? (software ? 'cpu' : 'gpu'), options.maxBindingBytes);
   } catch (error) {
     device.destroy();
     releaseInstance();
@@ -77,6 +84,7 @@ class WebGpuBackend implements Backend {
   private readonly linearVariants = new Map<number, KernelVariant>(); // by fusedLinear's variant number
   private readonly backward: BackwardKernels; // the training ops, in webgpu-backward.ts
   private readonly evolution: EvolutionKernels; // weight-space evolution, in webgpu-evolution.ts
+  private readonly rowBlocks: RowBlockOps; // weights over the binding limit, in webgpu-row-blocks.ts
 
   constructor(
     private readonly device: GPUDevice,
@@ -84,9 +92,10 @@ class WebGpuBackend implements Backend {
     kernels: KernelLibrary,
     validate: boolean,
     private readonly layout: ThreadLayout,
+    maxBindingBytes = Infinity,
   ) {
     this.recorder = new Recorder(device, kernels, validate);
-    this.bindingLimit = device.limits.maxStorageBufferBindingSize;
+    this.bindingLimit = Math.min(device.limits.maxStorageBufferBindingSize, maxBindingBytes);
     this.viewAlignment = device.limits.minStorageBufferOffsetAlignment;
     this.dummy = device.createBuffer({ label: 'absent input', size: 16, usage: STORAGE });
     this.dummyOut = [0, 1].map(() => device.createBuffer({ label: 'absent output', size: 16, usage: STORAGE })) as [GPUBuffer, GPUBuffer];
@@ -102,6 +111,7 @@ class WebGpuBackend implements Backend {
     };
     this.backward = new BackwardKernels(context);
     this.evolution = new EvolutionKernels(context);
+    this.rowBlocks = new RowBlockOps(context);
   }
 
   // ---- memory ----
@@ -153,8 +163,8 @@ class WebGpuBackend implements Backend {
   uploadWeight(data: Float32Array, shape: readonly [number, number], storage: WeightStorage): Tensor {
     const [rows, cols] = shape;
     const wordsPerRow = storage === 'f16' ? Math.ceil(cols / 2) : cols;
-    this.checkBindable(rows * wordsPerRow * 4, `the ${storage} weight ${describeShape(shape)}`);
     assert(data.length === rows * cols, `uploadWeight: ${data.length} values for shape ${describeShape(shape)}`);
+    if (rows * wordsPerRow * 4 > this.bindingLimit) return uploadBlocked(data, shape, storage, this.bindingLimit, (d, s) => this.uploadWeight(d, s, storage) as GpuTensor);
     if (storage === 'f32') return this.fill(data, shape, 'f32');
     const words = new Uint32Array(rows * wordsPerRow); // an odd row's pad half stays 0
     for (let r = 0; r < rows; r++) {
@@ -176,6 +186,7 @@ class WebGpuBackend implements Backend {
   }
 
   rowsView(t: Tensor, first: number, rows: number): Tensor {
+    if (isBlocked(t)) assert(false, `rowsView: the weight ${describeShape(t.shape)} is stored in row blocks`);
     const tensor = t as GpuTensor;
     const rest = t.shape.slice(1);
     const bytesPerRow = rowBytes(numel(rest), t.dtype);
@@ -192,6 +203,11 @@ class WebGpuBackend implements Backend {
   }
 
   async readF32(t: Tensor): Promise<Float32Array> {
+    if (isBlocked(t)) {
+      const out = new Float32Array(numel(t.shape));
+      for (const [i, block] of t.blocks.entries()) out.set(await this.readF32(block), t.firsts[i]! * colsOf(t));
+      return out;
+    }
     const tensor = t as GpuTensor;
     assert(t.dtype === 'f32' || t.dtype === 'f16', `readF32 needs a float tensor, got ${t.dtype}`);
     const bytes = await this.recorder.read(tensor.buffer, tensor.bytes, isView(t) ? t.offset : 0);
@@ -213,6 +229,7 @@ class WebGpuBackend implements Backend {
   free(t: Tensor): void {
     if (this.destroyed || this.freed.has(t) || isView(t)) return; // a view's buffer is its whole tensor's
     this.freed.add(t);
+    if (isBlocked(t)) return t.blocks.forEach((block) => this.free(block));
     const { buffer } = t as GpuTensor;
     const list = this.pool.get(buffer.size) ?? [];
     list.push(buffer); // reusing it in a later dispatch of the same encoder is safe: passes run in order
@@ -245,6 +262,9 @@ class WebGpuBackend implements Backend {
   /** A weight [rows, cols] stored as f32 or f16 words, and the kernels' variant constant for it. */
   private weight(t: Tensor, what: string): { tensor: GpuTensor; WEIGHT_F16: number } {
     if (t.dtype !== 'f32' && t.dtype !== 'f16') assert(false, `${what} must be an f32 or f16 weight, got ${t.dtype}`);
+    if (isBlocked(t)) {
+      throw new RangeError(`${what}: the weight ${describeShape(t.shape)} needs ${t.bytes} bytes, over this device's storage binding limit of ${this.bindingLimit} bytes; only a vocabulary matrix (the embedding, the LM head) may be that large here. Use --weights f16 if it then fits, a device with a larger limit, or the CPU backend`);
+    }
     return { tensor: t as GpuTensor, WEIGHT_F16: t.dtype === 'f16' ? 1 : 0 };
   }
 
@@ -280,12 +300,16 @@ class WebGpuBackend implements Backend {
   }
 
   embedding(table: Tensor, tokens: Tensor): Tensor {
-    const { tensor: w, WEIGHT_F16 } = this.weight(table, 'embedding: the table');
-    const [V, D] = w.shape as [number, number];
+    const [total, D] = table.shape as [number, number];
     const M = numel(tokens.shape);
     const ids = this.i32(tokens, M, 'embedding: tokens');
     const out = this.output([M, D]);
-    this.recorder.dispatch('embedding', { WEIGHT_F16 }, [['u32', M], ['u32', D], ['u32', V]], [ids, w, out], Math.ceil((M * D) / 256));
+    const blocks = isBlocked(table) ? table.blocks.map((block, i) => ({ block, first: table.firsts[i]! })) : [{ block: table, first: 0 }];
+    for (const { block, first } of blocks) {
+      const { tensor: w, WEIGHT_F16 } = this.weight(block, 'embedding: the table');
+      const fields: Field[] = [['u32', M], ['u32', D], ['u32', rowsOf(w)], ['u32', first], ['u32', total]];
+      this.recorder.dispatch('embedding', { WEIGHT_F16 }, fields, [ids, w, out], Math.ceil((M * D) / 256));
+    }
     return out;
   }
 
@@ -307,6 +331,7 @@ class WebGpuBackend implements Backend {
   }
 
   matmul(x: Tensor, w: Tensor, bias?: Tensor): Tensor {
+    if (isBlocked(w) && !bias) return this.rowBlocks.byBlock(w, rowsOf(x), (block) => this.matmul(x, block) as GpuTensor);
     const { tensor: weight, WEIGHT_F16 } = this.weight(w, 'matmul: w');
     const [T, K] = [rowsOf(x), colsOf(x)];
     const [N, Kw] = weight.shape as [number, number];
@@ -418,6 +443,8 @@ class WebGpuBackend implements Backend {
 
   linear(op: LinearOp, rows: StepRows): Tensor {
     const T = op.gather ? numel(rows.logitRows.shape) : rowsOf(op.x);
+    const w = op.w.whole;
+    if (isBlocked(w) && op.w.parts.length === 1 && !op.bias && !op.lora) return this.rowBlocks.byBlock(w, T, (block) => this.linear({ ...op, w: single(block) }, rows) as GpuTensor);
     const out = this.output([T, this.width(op.w)]);
     this.fusedLinear(op, rows, STORE, out, T);
     return out;
@@ -552,7 +579,7 @@ class WebGpuBackend implements Backend {
 
   logProbs: Backend['logProbs'] = (...args) => this.backward.logProbs(...args);
   logitsBackward: Backend['logitsBackward'] = (...args) => this.backward.logitsBackward(...args);
-  matmulBackward: Backend['matmulBackward'] = (...args) => this.backward.matmulBackward(...args);
+  matmulBackward: Backend['matmulBackward'] = (dy, w) => (isBlocked(w) ? this.rowBlocks.matmulBackward(dy, w, (slice, block) => this.backward.matmulBackward(slice, block) as GpuTensor) : this.backward.matmulBackward(dy, w));
   outerProductSum: Backend['outerProductSum'] = (...args) => this.backward.outerProductSum(...args);
   rmsNormBackward: Backend['rmsNormBackward'] = (...args) => this.backward.rmsNormBackward(...args);
   rmsNormWeightGrad: Backend['rmsNormWeightGrad'] = (...args) => this.backward.rmsNormWeightGrad(...args);
