@@ -2,7 +2,7 @@
 // for attention and the RMSNorm weight gradient). Shapes and semantics are those of cpu-backward.ts.
 
 import { assert, colsOf, describeShape, numel, rowsOf, type AdamWHyper, type Tensor } from './backend.js';
-import type { Binding, Field, Recorder } from './webgpu-recorder.js';
+import type { Binding, Params, Recorder } from './webgpu-recorder.js';
 
 export interface GpuTensor extends Tensor {
   readonly buffer: GPUBuffer;
@@ -32,7 +32,7 @@ export class BackwardKernels {
     const weights: Binding[] = backward ? [this.g.f32(logpWeight!, 'logitsBackward: logpWeight'), this.g.f32(entropyWeight!, 'logitsBackward: entropyWeight')] : [{ buffer: this.g.dummy }, { buffer: this.g.dummy }];
     if (backward) assert(numel(logpWeight!.shape) === T && numel(entropyWeight!.shape) === T, `logitsBackward: weights must have ${T} entries`);
     const bindings = [this.g.f32(logits, 'logProbs: logits'), this.g.i32(targets, T, 'logProbs: targets'), ...weights, out];
-    this.g.recorder.dispatch('log_softmax', { BACKWARD: backward ? 1 : 0 }, [['u32', T], ['u32', V]], bindings, T);
+    this.g.recorder.dispatch('log_softmax', { BACKWARD: backward ? 1 : 0 }, { T, V }, bindings, T);
     return out;
   }
 
@@ -51,7 +51,7 @@ export class BackwardKernels {
     assert(N === Nw, `matmulBackward: dy has ${N} columns but the weight has ${Nw} rows`);
     const out = this.g.output([T, K]);
     const tilesK = Math.ceil(K / 16);
-    const fields: Field[] = [['u32', T], ['u32', N], ['u32', K], ['u32', tilesK]];
+    const fields = { T, N, K, tilesK };
     this.g.recorder.dispatch('matmul_backward', { WEIGHT_F16 }, fields, [this.g.f32(dy, 'matmulBackward: dy'), weight, out], tilesK * Math.ceil(T / 16));
     return out;
   }
@@ -64,7 +64,7 @@ export class BackwardKernels {
     if (scales) assert(numel(scales.shape) === S, `outerProductSum: ${numel(scales.shape)} scales for ${S} segments`);
     const out = this.g.output([S * I, J]);
     const [tilesI, tilesJ] = [Math.ceil(I / 16), Math.ceil(J / 16)];
-    const fields: Field[] = [['u32', I], ['u32', J], ['u32', S], ['u32', tilesI], ['u32', tilesJ], ['u32', T]];
+    const fields = { I, J, S, tilesI, tilesJ, T };
     const bindings = [
       this.g.f32(u, 'outerProductSum: u'), this.g.f32(v, 'outerProductSum: v'), this.g.i32(order, numel(order.shape), 'outerProductSum: order'),
       this.g.i32(offsets, S + 1, 'outerProductSum: offsets'), scales ? this.g.f32(scales, 'outerProductSum: scales') : { buffer: this.g.dummy }, out,
@@ -79,7 +79,7 @@ export class BackwardKernels {
     if (weight) assert(numel(weight.shape) === D, `rmsNormBackward: the weight has ${numel(weight.shape)} values for rows of ${D}`);
     const out = this.g.output(inverseRmsOnly ? [T] : [T, D]);
     const bindings = [this.g.f32(dy, 'rmsNormBackward: dy'), this.g.f32(x, 'rmsNormBackward: x'), weight ? this.g.f32(weight, 'rmsNormBackward: weight') : { buffer: this.g.dummy }, out];
-    this.g.recorder.dispatch('rmsnorm_backward', { INVERSE_RMS_ONLY: inverseRmsOnly ? 1 : 0 }, [['u32', T], ['u32', D], ['f32', eps]], bindings, T);
+    this.g.recorder.dispatch('rmsnorm_backward', { INVERSE_RMS_ONLY: inverseRmsOnly ? 1 : 0 }, { T, D, eps }, bindings, T);
     return out;
   }
 
@@ -91,7 +91,7 @@ export class BackwardKernels {
     const [T, D] = [rowsOf(x), colsOf(x)];
     const inverseRms = this.rmsNormRows(dy, x, undefined, eps, true);
     const out = this.g.output([D]);
-    this.g.recorder.dispatch('rmsnorm_weight_grad', {}, [['u32', T], ['u32', D]], [this.g.f32(dy, 'rmsNormWeightGrad: dy'), this.g.f32(x, 'rmsNormWeightGrad: x'), inverseRms, out], Math.ceil(D / 256));
+    this.g.recorder.dispatch('rmsnorm_weight_grad', {}, { T, D }, [this.g.f32(dy, 'rmsNormWeightGrad: dy'), this.g.f32(x, 'rmsNormWeightGrad: x'), inverseRms, out], Math.ceil(D / 256));
     this.g.free(inverseRms); // a later reuse is ordered after this dispatch
     return out;
   }
@@ -101,16 +101,16 @@ export class BackwardKernels {
     assert(numel(up.shape) === n && numel(dy.shape) === n, 'swigluBackward: dy, gate and up differ in size');
     const [dGate, dUp] = [this.g.output(gate.shape), this.g.output(up.shape)];
     const bindings = [this.g.f32(dy, 'swigluBackward: dy'), this.g.f32(gate, 'swigluBackward: gate'), this.g.f32(up, 'swigluBackward: up'), dGate, dUp];
-    this.g.recorder.dispatch('swiglu_backward', {}, [['u32', n]], bindings, Math.ceil(n / 256));
+    this.g.recorder.dispatch('swiglu_backward', {}, { n }, bindings, Math.ceil(n / 256));
     return [dGate, dUp];
   }
 
-  private attentionShape(q: Tensor, k: Tensor, positions: Tensor, heads: number, kvHeads: number): { T: number; headDim: number; fields: Field[] } {
+  private attentionShape(q: Tensor, k: Tensor, positions: Tensor, heads: number, kvHeads: number): { T: number; headDim: number; fields: Params } {
     const T = numel(positions.shape);
     const headDim = numel(q.shape) / (T * heads);
     assert(Number.isInteger(headDim) && headDim <= MAX_HEAD_DIM, `attention: q ${describeShape(q.shape)} is not [${T}, ${heads} * headDim <= ${MAX_HEAD_DIM}]`);
     assert(heads % kvHeads === 0 && numel(k.shape) === T * kvHeads * headDim, `attention: k ${describeShape(k.shape)} is not [${T}, ${kvHeads} * ${headDim}]`);
-    return { T, headDim, fields: [['u32', T], ['u32', heads], ['u32', kvHeads], ['u32', headDim], ['f32', 1 / Math.sqrt(headDim)]] };
+    return { T, headDim, fields: { T, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) } };
   }
 
   attentionPacked(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, heads: number, kvHeads: number): Tensor {
@@ -139,7 +139,7 @@ export class BackwardKernels {
     const bank = this.g.f32(b, 'loraExpandBackward: the B bank');
     assert(colsOf(bank) === rank && rowsOf(bank) % N === 0, `loraExpandBackward: the B bank ${describeShape(b.shape)} is not [slots * ${N}, ${rank}]`);
     const out = this.g.output([T, rank]);
-    const fields: Field[] = [['u32', T], ['u32', N], ['u32', rank], ['u32', Math.min(rowsOf(bank) / N, numel(scales.shape))]];
+    const fields = { T, N, rank, slots: Math.min(rowsOf(bank) / N, numel(scales.shape)) };
     const bindings = [this.g.f32(dy, 'loraExpandBackward: dy'), bank, this.g.i32(adapters, T, 'loraExpandBackward: adapters'), this.g.f32(scales, 'loraExpandBackward: scales'), out];
     this.g.recorder.dispatch('lora_expand_backward', {}, fields, bindings, T);
     return out;
@@ -150,7 +150,7 @@ export class BackwardKernels {
     const rank = colsOf(dh);
     const bank = this.g.f32(a, 'loraShrinkBackward: the A bank');
     assert(colsOf(bank) === K && rowsOf(bank) % rank === 0, `loraShrinkBackward: the A bank ${describeShape(a.shape)} is not [slots * ${rank}, ${K}]`);
-    const fields: Field[] = [['u32', T], ['u32', K], ['u32', rank], ['u32', rowsOf(bank) / rank]];
+    const fields = { T, K, rank, slots: rowsOf(bank) / rank };
     const bindings = [this.g.f32(dh, 'loraShrinkBackward: dh'), bank, this.g.i32(adapters, T, 'loraShrinkBackward: adapters'), this.g.f32(dx, 'loraShrinkBackward: dx')];
     this.g.recorder.dispatch('lora_shrink_backward', {}, fields, bindings, Math.ceil((T * K) / 256));
   }
@@ -160,7 +160,7 @@ export class BackwardKernels {
     assert(n % slotSize === 0, `sumSquaresBySlot: ${n} elements are not whole slots of ${slotSize}`);
     assert(Number.isInteger(first) && Number.isInteger(count) && first >= 0 && count > 0 && (first + count) * slotSize <= n, `sumSquaresBySlot: slots ${first} .. ${first + count - 1} are not among the ${n / slotSize}`);
     const out = this.g.output([count]);
-    this.g.recorder.dispatch('sum_squares', {}, [['u32', count], ['u32', slotSize], ['u32', first]], [this.g.f32(x, 'sumSquaresBySlot: x'), out], count);
+    this.g.recorder.dispatch('sum_squares', {}, { S: count, slotSize, first }, [this.g.f32(x, 'sumSquaresBySlot: x'), out], count);
     return out;
   }
 
@@ -168,7 +168,7 @@ export class BackwardKernels {
     const n = numel(param.shape);
     assert([grad, m, v].every((t) => numel(t.shape) === n), 'adamwInPlace: param, grad, m and v differ in size');
     assert(n === (numel(slotParams.shape) / 4) * slotSize, `adamwInPlace: ${n} elements for ${numel(slotParams.shape) / 4} slots of ${slotSize}`);
-    const fields: Field[] = [['u32', n], ['u32', slotSize], ['f32', hyper.beta1], ['f32', hyper.beta2], ['f32', hyper.eps], ['f32', hyper.weightDecay]];
+    const fields = { n, slotSize, beta1: hyper.beta1, beta2: hyper.beta2, eps: hyper.eps, weightDecay: hyper.weightDecay };
     const bindings = [this.g.f32(param, 'adamw: param'), this.g.f32(grad, 'adamw: grad'), this.g.f32(m, 'adamw: m'), this.g.f32(v, 'adamw: v'), this.g.f32(slotParams, 'adamw: slotParams')];
     this.g.recorder.dispatch('adamw', {}, fields, bindings, Math.ceil(n / 256));
   }

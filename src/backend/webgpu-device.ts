@@ -5,6 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { create, globals } from 'webgpu';
 import { kernelsDirectory } from './kernel-files.js';
+import { parseParams, type ParamLayout } from './kernel-params.js';
 
 Object.assign(globalThis, globals);
 
@@ -66,7 +67,7 @@ export async function openDevice(validate: boolean): Promise<OpenedDevice> {
  * block (bound at a dynamic offset into the uniform arena), `var<storage, read>` and `var<storage, read_write>`
  * the tensors. Explicit layouts (rather than 'auto') let every variant of a kernel share bind groups.
  */
-function bindingLayout(device: GPUDevice, name: string, code: string): GPUBindGroupLayout {
+function bindingLayout(device: GPUDevice, name: string, code: string): { layout: GPUBindGroupLayout; buffers: number } {
   const entries: GPUBindGroupLayoutEntry[] = [];
   for (const match of code.matchAll(/@group\(0\)\s*@binding\((\d+)\)\s*var<(uniform|storage)\s*(?:,\s*(read|read_write))?>/g)) {
     const [binding, space, access] = [Number(match[1]), match[2], match[3] ?? 'read'];
@@ -76,13 +77,15 @@ function bindingLayout(device: GPUDevice, name: string, code: string): GPUBindGr
   if (entries[0]?.binding !== 0 || entries[0].buffer?.type !== 'uniform') {
     throw new Error(`populora: kernels/${name}.wgsl must declare its parameters as @group(0) @binding(0) var<uniform>`);
   }
-  return device.createBindGroupLayout({ label: `kernels/${name}.wgsl`, entries });
+  return { layout: device.createBindGroupLayout({ label: `kernels/${name}.wgsl`, entries }), buffers: entries.length - 1 };
 }
 
 interface Kernel {
   module: GPUShaderModule;
   bindGroupLayout: GPUBindGroupLayout;
   pipelineLayout: GPUPipelineLayout;
+  params: ParamLayout; // its struct Params (kernel-params.ts)
+  buffers: number; // its storage bindings (1 ..)
 }
 
 export class KernelLibrary {
@@ -108,9 +111,9 @@ export class KernelLibrary {
         const first = errors[0]!;
         throw new Error(`populora: kernels/${file}:${first.lineNum}:${first.linePos}: ${first.message}`);
       }
-      const bindGroupLayout = bindingLayout(device, name, code);
+      const { layout: bindGroupLayout, buffers } = bindingLayout(device, name, code);
       const pipelineLayout = device.createPipelineLayout({ label: `kernels/${file}`, bindGroupLayouts: [bindGroupLayout] });
-      kernels.set(name, { module, bindGroupLayout, pipelineLayout });
+      kernels.set(name, { module, bindGroupLayout, pipelineLayout, params: parseParams(name, code), buffers });
     }
     return new KernelLibrary(device, kernels);
   }
@@ -123,6 +126,11 @@ export class KernelLibrary {
 
   bindGroupLayout(name: string): GPUBindGroupLayout {
     return this.kernel(name).bindGroupLayout;
+  }
+
+  /** The layout of the kernel's parameter block, and how many buffers it binds after it. */
+  signature(name: string): { params: ParamLayout; buffers: number } {
+    return this.kernel(name);
   }
 
   /** The pipeline of kernels/<name>.wgsl with the given override constants (its variant), created once. */

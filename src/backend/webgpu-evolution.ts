@@ -4,7 +4,6 @@
 
 import { assert, numel, type GramOfVectors, type SlotMutation, type Tensor } from './backend.js';
 import type { GpuContext } from './webgpu-backward.js';
-import type { Field } from './webgpu-recorder.js';
 
 /** kernels/evolve_gram.wgsl's TILE: floats of workgroup memory for one chunk of the stacked vectors. */
 const GRAM_TILE = 4096;
@@ -20,7 +19,7 @@ export class EvolutionKernels {
 
   mutateSlotInto(x: Tensor, slotSize: number, child: number, parent: number, sums: Tensor, o: SlotMutation): void {
     this.checkSlots(x, slotSize, [child, parent], 'mutateSlotInto');
-    const fields: Field[] = [['u32', slotSize], ['u32', child], ['u32', parent], ['u32', o.seed >>> 0], ['u32', o.stream >>> 0], ['f32', o.sigma], ['f32', o.fraction]];
+    const fields = { slotSize, child, parent, seed: o.seed >>> 0, stream: o.stream >>> 0, sigma: o.sigma, fraction: o.fraction };
     this.g.recorder.dispatch('evolve_mutate', {}, fields, [this.g.f32(x, 'mutateSlotInto: x'), this.g.f32(sums, 'mutateSlotInto: sums')], Math.ceil(slotSize / 2 / 256));
   }
 
@@ -28,7 +27,7 @@ export class EvolutionKernels {
     this.checkSlots(x, slotSize, [outSlot, slot1, slot2], 'mixSlotsInPlace');
     assert(outSlot !== slot1 && outSlot !== slot2, 'mixSlotsInPlace: the child slot must differ from its parents');
     assert(w + 2 * R <= numel(weights.shape), `mixSlotsInPlace: 2 · ${R} weights from ${w} do not fit ${numel(weights.shape)}`);
-    const fields: Field[] = [['u32', slotSize], ['u32', outSlot], ['u32', slot1], ['u32', slot2], ['u32', divisor], ['u32', R], ['u32', w]];
+    const fields = { S: slotSize, outSlot, slot1, slot2, divisor, R, w };
     this.g.recorder.dispatch('evolve_mix', {}, fields, [this.g.f32(x, 'mixSlotsInPlace: x'), this.g.f32(weights, 'mixSlotsInPlace: weights')], Math.ceil(slotSize / 256));
   }
 
@@ -62,7 +61,7 @@ export class EvolutionKernels {
     const table = new Int32Array(group.length * 4); // per Gram: partial offset, chunks, n, out offset
     let offset = 0;
     group.forEach((p, i) => {
-      const fields: Field[] = [['u32', p.n], ['u32', p.length], ['u32', p.stride], ['u32', p.first], ['u32', p.chunk], ['u32', offset]];
+      const fields = { n: p.n, length: p.length, stride: p.stride, first: p.first, chunk: p.chunk, partialOffset: offset };
       this.g.recorder.dispatch('evolve_gram', {}, fields, [this.g.f32(p.x, 'gramsInto: x'), this.g.i32(bases, numel(bases.shape), 'gramsInto: bases'), partial], p.chunks);
       table.set([offset, p.chunks, p.n, p.outOffset], i * 4);
       offset += p.chunks * p.pairs;
@@ -70,14 +69,14 @@ export class EvolutionKernels {
     const tableTensor = this.g.uploadI32(table, [table.length]);
     const maxPairs = Math.max(...group.map((p) => p.pairs));
     const bindings = [this.g.i32(tableTensor, table.length, 'gramsInto: table'), partial, this.g.f32(out, 'gramsInto: out')];
-    this.g.recorder.dispatch('evolve_gram_reduce', {}, [['u32', group.length]], bindings, [Math.ceil(maxPairs / 256), group.length]);
+    this.g.recorder.dispatch('evolve_gram_reduce', {}, { grams: group.length }, bindings, [Math.ceil(maxPairs / 256), group.length]);
     this.g.free(tableTensor); // later uses of these pooled buffers are recorded after these dispatches
     this.g.free(partial);
   }
 
   combineInPlace(x: Tensor, bases: Tensor, b: number, mix: Tensor, m: number, n: number, keep: number, length: number, stride: number): void {
     assert(m + n * keep <= numel(mix.shape) && b + n + keep <= numel(bases.shape), `combineInPlace: ${n * keep} mix values from ${m} or ${n + keep} bases from ${b} do not fit`);
-    const fields: Field[] = [['u32', n], ['u32', keep], ['u32', length], ['u32', stride], ['u32', b], ['u32', m]];
+    const fields = { n, keep, length, stride, b, m };
     const bindings = [this.g.f32(x, 'combineInPlace: x'), this.g.i32(bases, numel(bases.shape), 'combineInPlace: bases'), this.g.f32(mix, 'combineInPlace: mix')];
     this.g.recorder.dispatch('evolve_combine', {}, fields, bindings, Math.ceil((keep * length) / 256));
   }

@@ -2,15 +2,18 @@
 // encoder, uploads into live buffers become copies in the same encoder, and nothing is submitted until the host
 // reads (the one sync point of a step). Errors from Dawn are collected and thrown at that read, by name.
 
+import { layOut, type ParamLayout } from './kernel-params.js';
 import type { KernelLibrary } from './webgpu-device.js';
 
-/** A kernel's parameter block, one 4-byte field after another, in the order of its WGSL `Params` struct. */
-export type Field = ['u32' | 'i32' | 'f32', number];
+/** A kernel's parameter values by their names in its WGSL `struct Params` (kernel-params.ts lays them out). */
+export type Params = Readonly<Record<string, number>>;
 
 /** A kernel and one variant of it (override constants), its pipeline looked up once by the caller. */
 export interface KernelVariant {
   readonly name: string;
   readonly pipeline: GPUComputePipeline;
+  readonly params: ParamLayout;
+  readonly buffers: number; // storage bindings after the parameter block
 }
 
 /** A buffer bound to a kernel: the whole buffer, or `size` bytes from `offset` (one layer of a KV cache). */
@@ -145,26 +148,24 @@ export class Recorder {
 
   /** The pipeline of a kernel's variant, for dispatchVariant (a hot caller keeps it, keyed as it likes). */
   variant(kernel: string, constants: Record<string, number>): KernelVariant {
-    return { name: kernel, pipeline: this.kernels.pipeline(kernel, constants) };
+    return { name: kernel, pipeline: this.kernels.pipeline(kernel, constants), ...this.kernels.signature(kernel) };
   }
 
   /**
    * Appends one dispatch of kernels/<kernel>.wgsl. `groups` is a workgroup count, folded into (x, y) past 65535
    * (the kernel rebuilds the linear index from num_workgroups), or an explicit (x, y) grid.
    */
-  dispatch(kernel: string, constants: Record<string, number>, fields: readonly Field[], bindings: readonly Binding[], groups: number | readonly [number, number]): void {
-    const view = new DataView(this.fieldWords.buffer);
-    fields.forEach(([type, value], i) => {
-      if (type === 'f32') view.setFloat32(4 * i, value, true);
-      else if (type === 'i32') view.setInt32(4 * i, value, true);
-      else view.setUint32(4 * i, value, true);
-    });
-    this.dispatchVariant(this.variant(kernel, constants), this.fieldWords.subarray(0, fields.length), bindings, groups);
+  dispatch(kernel: string, constants: Record<string, number>, params: Params, bindings: readonly Binding[], groups: number | readonly [number, number]): void {
+    const variant = this.variant(kernel, constants);
+    const words = layOut(variant.params, params, this.fieldWords);
+    this.dispatchVariant(variant, this.fieldWords.subarray(0, words), bindings, groups);
   }
 
   /** dispatch, with the pipeline already looked up and the parameter block already laid out (little-endian words). */
   dispatchVariant(kernel: KernelVariant, params: Uint32Array, bindings: readonly Binding[], groups: number | readonly [number, number]): void {
     this.checkUsable();
+    if (params.length !== kernel.params.words) throw new Error(`populora: kernels/${kernel.name}.wgsl: a parameter block of ${params.length} words for its struct Params of ${kernel.params.words}`);
+    if (bindings.length !== kernel.buffers) throw new Error(`populora: kernels/${kernel.name}.wgsl: ${bindings.length} buffers bound, it declares ${kernel.buffers}`);
     const [x, y] = typeof groups === 'number' ? [Math.min(groups, MAX_GROUPS), Math.ceil(groups / MAX_GROUPS)] : groups;
     if (x > MAX_GROUPS || y > MAX_GROUPS) throw new Error(`populora: ${kernel.name}: a grid of ${x} x ${y} workgroups exceeds ${MAX_GROUPS} per dimension`);
     if (x === 0 || y === 0) return; // nothing to compute (an empty batch)

@@ -11,7 +11,6 @@
 
 import { assert, colsOf, describeShape, rowBytes, rowsOf, type Tensor, type WeightStorage } from './backend.js';
 import type { GpuContext, GpuTensor } from './webgpu-backward.js';
-import type { Field } from './webgpu-recorder.js';
 
 /** A weight stored as row blocks: `blocks[i]` holds rows firsts[i] .. firsts[i] + rows(blocks[i]) - 1. */
 export interface BlockedWeight extends GpuTensor {
@@ -54,7 +53,7 @@ export class RowBlockOps {
     const rows = rowsOf(src);
     assert(rowsOf(dst) === rows, `copyColumns: ${rows} source rows, ${rowsOf(dst)} destination rows`);
     assert(srcFirst + count <= colsOf(src) && dstFirst + count <= colsOf(dst), `copyColumns: ${count} columns from ${srcFirst} of ${describeShape(src.shape)} to ${dstFirst} of ${describeShape(dst.shape)}`);
-    const fields: Field[] = [['u32', rows], ['u32', count], ['u32', colsOf(src)], ['u32', srcFirst], ['u32', colsOf(dst)], ['u32', dstFirst]];
+    const fields = { rows, count, srcCols: colsOf(src), srcFirst, dstCols: colsOf(dst), dstFirst };
     this.g.recorder.dispatch('copy_columns', {}, fields, [src, dst], Math.ceil((rows * count) / 256));
   }
 
@@ -81,7 +80,7 @@ export class RowBlockOps {
       this.g.free(slice);
       if (sum === null) sum = part;
       else {
-        this.g.recorder.dispatch('add', {}, [['u32', rowsOf(part) * colsOf(part)]], [sum, part], Math.ceil((rowsOf(part) * colsOf(part)) / 256));
+        this.g.recorder.dispatch('add', {}, { n: rowsOf(part) * colsOf(part) }, [sum, part], Math.ceil((rowsOf(part) * colsOf(part)) / 256));
         this.g.free(part);
       }
     });

@@ -13,8 +13,9 @@ import { f16BitsToF32, f32ToF16Bits } from './half.js';
 import { KernelLibrary, openDevice, releaseInstance } from './webgpu-device.js';
 import { BackwardKernels, type GpuTensor } from './webgpu-backward.js';
 import { EvolutionKernels } from './webgpu-evolution.js';
-import { Recorder, type Binding, type Field, type KernelVariant } from './webgpu-recorder.js';
+import { Recorder, type Binding, type KernelVariant } from './webgpu-recorder.js';
 import { isBlocked, RowBlockOps, uploadBlocked } from './webgpu-row-blocks.js';
+import { wordOffsets } from './kernel-params.js';
 
 const MAX_HEAD_DIM = 256; // attention.wgsl keeps the query in workgroup memory
 const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
@@ -22,12 +23,11 @@ const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsag
 const NONE = 0xffffffff;
 const [STORE, RESIDUAL, SWIGLU, ROPE_KV] = [0, 1, 2, 3]; // linear.wgsl's epilogues
 const SERIAL_THREADS = 64; // linear.wgsl's CPU layout: units per workgroup
-// linear.wgsl's Params, word by word (the vec4s first: colEnd, wStart, biasStart, hAt, bStart).
-const LP = {
-  colEnd: 0, wStart: 4, biasStart: 8, hAt: 12, bStart: 16, T: 20, K: 21, N: 22, hasBias: 23, eps: 24, rank: 25, slots: 26, hCols: 27,
-  rowsAt: 28, tilesAt: 29, adaptersAt: 30, slotsAt: 31, positionsAt: 32, heads: 33, kvHeads: 34, headDim: 35, tableRows: 36,
-  cacheSlots: 37, maxLen: 38, layerBase: 39, words: 40,
-} as const;
+// linear.wgsl's Params: the block is written in place, word offsets from the WGSL (kernel-params.ts).
+const LINEAR_PARAMS = [
+  'colEnd', 'wStart', 'biasStart', 'hAt', 'bStart', 'T', 'K', 'N', 'hasBias', 'eps', 'rank', 'slots', 'hCols', 'rowsAt', 'tilesAt',
+  'adaptersAt', 'slotsAt', 'positionsAt', 'heads', 'kvHeads', 'headDim', 'tableRows', 'cacheSlots', 'maxLen', 'layerBase',
+] as const;
 const STAGE_SIZE = 4096; // linear.wgsl: values of x̂ its CPU layout can stage
 
 /**
@@ -79,8 +79,9 @@ class WebGpuBackend implements Backend {
   private readonly bindingLimit: number;
   readonly viewAlignment: number;
   private destroyed = false;
-  private readonly linearParams = new Uint32Array(LP.words); // written in place by each fused dispatch
-  private readonly linearFloats = new Float32Array(this.linearParams.buffer);
+  private readonly LP: Readonly<Record<(typeof LINEAR_PARAMS)[number], number>>; // linear.wgsl's field offsets
+  private readonly linearParams: Uint32Array; // written in place by each fused dispatch
+  private readonly linearFloats: Float32Array;
   private readonly linearVariants = new Map<number, KernelVariant>(); // by fusedLinear's variant number
   private readonly backward: BackwardKernels; // the training ops, in webgpu-backward.ts
   private readonly evolution: EvolutionKernels; // weight-space evolution, in webgpu-evolution.ts
@@ -95,6 +96,10 @@ class WebGpuBackend implements Backend {
     maxBindingBytes = Infinity,
   ) {
     this.recorder = new Recorder(device, kernels, validate);
+    const linear = kernels.signature('linear').params;
+    this.LP = wordOffsets(linear, LINEAR_PARAMS);
+    this.linearParams = new Uint32Array(linear.words);
+    this.linearFloats = new Float32Array(this.linearParams.buffer);
     this.bindingLimit = Math.min(device.limits.maxStorageBufferBindingSize, maxBindingBytes);
     this.viewAlignment = device.limits.minStorageBufferOffsetAlignment;
     this.dummy = device.createBuffer({ label: 'absent input', size: 16, usage: STORAGE });
@@ -163,6 +168,7 @@ class WebGpuBackend implements Backend {
   uploadWeight(data: Float32Array, shape: readonly [number, number], storage: WeightStorage): Tensor {
     const [rows, cols] = shape;
     const wordsPerRow = storage === 'f16' ? Math.ceil(cols / 2) : cols;
+    this.checkBindable(wordsPerRow * 4, `a row of the ${storage} weight ${describeShape(shape)}`); // a larger matrix is stored in row blocks
     assert(data.length === rows * cols, `uploadWeight: ${data.length} values for shape ${describeShape(shape)}`);
     if (rows * wordsPerRow * 4 > this.bindingLimit) return uploadBlocked(data, shape, storage, this.bindingLimit, (d, s) => this.uploadWeight(d, s, storage) as GpuTensor);
     if (storage === 'f32') return this.fill(data, shape, 'f32');
@@ -307,7 +313,7 @@ class WebGpuBackend implements Backend {
     const blocks = isBlocked(table) ? table.blocks.map((block, i) => ({ block, first: table.firsts[i]! })) : [{ block: table, first: 0 }];
     for (const { block, first } of blocks) {
       const { tensor: w, WEIGHT_F16 } = this.weight(block, 'embedding: the table');
-      const fields: Field[] = [['u32', M], ['u32', D], ['u32', rowsOf(w)], ['u32', first], ['u32', total]];
+      const fields = { M, D, V: rowsOf(w), first, total };
       this.recorder.dispatch('embedding', { WEIGHT_F16 }, fields, [ids, w, out], Math.ceil((M * D) / 256));
     }
     return out;
@@ -316,7 +322,7 @@ class WebGpuBackend implements Backend {
   gatherRows(x: Tensor, rows: Tensor): Tensor {
     const [T, D, M] = [rowsOf(x), colsOf(x), numel(rows.shape)];
     const out = this.output([M, D]);
-    const fields: Field[] = [['u32', M], ['u32', D], ['u32', T]];
+    const fields = { M, D, T };
     this.recorder.dispatch('gather_rows', {}, fields, [this.f32(x, 'gatherRows: x'), this.i32(rows, M, 'gatherRows: rows'), out], Math.ceil((M * D) / 256));
     return out;
   }
@@ -325,7 +331,7 @@ class WebGpuBackend implements Backend {
     const [T, D] = [rowsOf(x), colsOf(x)];
     assert(numel(weight.shape) === D, `rmsNorm: the weight has ${numel(weight.shape)} values for rows of ${D}`);
     const out = this.output([T, D]);
-    const fields: Field[] = [['u32', T], ['u32', D], ['f32', eps]];
+    const fields = { T, D, eps };
     this.recorder.dispatch('rmsnorm', {}, fields, [this.f32(x, 'rmsNorm: x'), this.f32(weight, 'rmsNorm: weight'), out], T);
     return out;
   }
@@ -339,7 +345,7 @@ class WebGpuBackend implements Backend {
     if (bias) assert(numel(bias.shape) === N, `matmul: the bias has ${numel(bias.shape)} values for ${N} outputs`);
     const TM = T === 1 ? 1 : MAX_TM; // decode gets a one-row variant; the per-element order is the same
     const out = this.output([T, N]);
-    const fields: Field[] = [['u32', T], ['u32', K], ['u32', N], ['u32', bias ? 1 : 0]];
+    const fields = { T, K, N, hasBias: bias ? 1 : 0 };
     const bindings = [this.f32(x, 'matmul: x'), weight, bias ? this.f32(bias, 'matmul: bias') : { buffer: this.dummy }, out];
     this.recorder.dispatch('matmul', { WEIGHT_F16, TM }, fields, bindings, [Math.ceil(N / 8), Math.ceil(T / TM)]);
     return out;
@@ -348,14 +354,14 @@ class WebGpuBackend implements Backend {
   addInPlace(acc: Tensor, x: Tensor): void {
     const n = numel(acc.shape);
     assert(n === numel(x.shape), `addInPlace: sizes ${n} and ${numel(x.shape)} differ`);
-    this.recorder.dispatch('add', {}, [['u32', n]], [this.f32(acc, 'addInPlace: acc'), this.f32(x, 'addInPlace: x')], Math.ceil(n / 256));
+    this.recorder.dispatch('add', {}, { n }, [this.f32(acc, 'addInPlace: acc'), this.f32(x, 'addInPlace: x')], Math.ceil(n / 256));
   }
 
   swiglu(gate: Tensor, up: Tensor): Tensor {
     const n = numel(gate.shape);
     assert(n === numel(up.shape), `swiglu: sizes ${n} and ${numel(up.shape)} differ`);
     const out = this.output(gate.shape);
-    this.recorder.dispatch('swiglu', {}, [['u32', n]], [this.f32(gate, 'swiglu: gate'), this.f32(up, 'swiglu: up'), out], Math.ceil(n / 256));
+    this.recorder.dispatch('swiglu', {}, { n }, [this.f32(gate, 'swiglu: gate'), this.f32(up, 'swiglu: up'), out], Math.ceil(n / 256));
     return out;
   }
 
@@ -363,7 +369,7 @@ class WebGpuBackend implements Backend {
     const T = numel(positions.shape);
     assert(numel(x.shape) === T * heads * headDim, `rope: x ${describeShape(x.shape)} is not [${T}, ${heads} * ${headDim}]`);
     assert(colsOf(table) === headDim && headDim % 2 === 0, `rope: the table ${describeShape(table.shape)} does not match headDim ${headDim}`);
-    const fields: Field[] = [['u32', T], ['u32', heads], ['u32', headDim], ['u32', rowsOf(table)]];
+    const fields = { T, heads, headDim, maxLen: rowsOf(table) };
     const bindings = [this.f32(x, 'rope: x'), this.i32(positions, T, 'rope: positions'), this.f32(table, 'rope: table')];
     this.recorder.dispatch('rope', {}, fields, bindings, Math.ceil((T * heads * headDim) / 2 / 256));
   }
@@ -374,7 +380,7 @@ class WebGpuBackend implements Backend {
     assert(numel(k.shape) === T * width && numel(v.shape) === T * width, `kvWrite: k and v must be [${T}, ${width}]`);
     const kLayer = this.cacheLayer(cache, cache.k, layer);
     const vLayer = this.cacheLayer(cache, cache.v, layer);
-    const fields: Field[] = [['u32', T], ['u32', width], ['u32', cache.slots], ['u32', cache.maxLen], ['u32', kLayer.layerBase]];
+    const fields = { T, width, slots: cache.slots, maxLen: cache.maxLen, layerBase: kLayer.layerBase };
     const ids = [this.i32(slots, T, 'kvWrite: slots'), this.i32(positions, T, 'kvWrite: positions')];
     this.recorder.dispatch('kv_write', {}, fields, [this.f32(k, 'kvWrite: k'), this.f32(v, 'kvWrite: v'), ...ids, kLayer.binding, vLayer.binding], Math.ceil((T * width) / 256));
   }
@@ -389,10 +395,7 @@ class WebGpuBackend implements Backend {
     const kLayer = this.cacheLayer(cache, cache.k, layer);
     const vLayer = this.cacheLayer(cache, cache.v, layer);
     const out = this.output([T, heads * headDim]);
-    const fields: Field[] = [
-      ['u32', T], ['u32', heads], ['u32', kvHeads], ['u32', headDim], ['u32', cache.slots], ['u32', maxLen],
-      ['u32', kLayer.layerBase], ['f32', 1 / Math.sqrt(headDim)],
-    ];
+    const fields = { T, heads, kvHeads, headDim, slots: cache.slots, maxLen, layerBase: kLayer.layerBase, scale: 1 / Math.sqrt(headDim) };
     const ids = [this.i32(slots, T, 'attention: slots'), this.i32(positions, T, 'attention: positions')];
     this.recorder.dispatch('attention', {}, fields, [this.f32(q, 'attention: q'), ...ids, kLayer.binding, vLayer.binding, out], T * heads);
     return out;
@@ -403,7 +406,7 @@ class WebGpuBackend implements Backend {
     const [T, K] = [rowsOf(x), colsOf(x)];
     assert(colsOf(bank) === K && rowsOf(bank) % rank === 0, `loraShrink: the A bank ${describeShape(bank.shape)} is not [slots * ${rank}, ${K}]`);
     const out = this.output([T, rank]);
-    const fields: Field[] = [['u32', T], ['u32', K], ['u32', rank], ['u32', rowsOf(bank) / rank]];
+    const fields = { T, K, rank, slots: rowsOf(bank) / rank };
     this.recorder.dispatch('lora_shrink', { WEIGHT_F16 }, fields, [this.f32(x, 'loraShrink: x'), bank, this.i32(adapters, T, 'loraShrink: adapters'), out], T);
     return out;
   }
@@ -413,7 +416,7 @@ class WebGpuBackend implements Backend {
     const [T, N] = [rowsOf(y), colsOf(y)];
     const rank = numel(h.shape) / T;
     assert(Number.isInteger(rank) && colsOf(bank) === rank && rowsOf(bank) % N === 0, `loraExpand: the B bank ${describeShape(bank.shape)} is not [slots * ${N}, ${rank}]`);
-    const fields: Field[] = [['u32', T], ['u32', N], ['u32', rank], ['u32', Math.min(rowsOf(bank) / N, numel(scales.shape))]];
+    const fields = { T, N, rank, slots: Math.min(rowsOf(bank) / N, numel(scales.shape)) };
     const bindings = [this.f32(h, 'loraExpand: h'), bank, this.i32(adapters, T, 'loraExpand: adapters'), this.f32(scales, 'loraExpand: scales'), this.f32(y, 'loraExpand: y')];
     this.recorder.dispatch('lora_expand', { WEIGHT_F16 }, fields, bindings, Math.ceil((T * N) / 256));
   }
@@ -433,7 +436,7 @@ class WebGpuBackend implements Backend {
     const rowParams = this.fill(new Uint32Array(params), [M, 8], 'u32');
     const maskBinding = mask ? this.i32(mask, M * Math.ceil(V / 32), 'sample: mask') : { buffer: this.dummy };
     const out = this.output([M], 'i32');
-    const fields: Field[] = [['u32', M], ['u32', V], ['u32', mask ? 1 : 0]];
+    const fields = { M, V, hasMask: mask ? 1 : 0 };
     this.recorder.dispatch('sample', {}, fields, [this.f32(logits, 'sample: logits'), rowParams, maskBinding, out], M);
     this.free(rowParams); // safe: a later reuse is ordered after this dispatch
     return out;
@@ -503,7 +506,7 @@ class WebGpuBackend implements Backend {
     const segments = segmentRank !== undefined;
     const lora = op.lora;
     const capacity = lora ? numel(lora.scales.shape) : 0;
-    const p = this.linearParams;
+    const [p, LP] = [this.linearParams, this.LP];
     assert(parts.length >= 1 && parts.length <= 3, 'linear: a packed weight of 1 to 3 parts');
     let N = 0;
     for (let i = 0; i < 4; i++) {
@@ -572,7 +575,7 @@ class WebGpuBackend implements Backend {
     }
     const units = paired ? N / 2 : N;
     const perGroup = serial ? SERIAL_THREADS : paired ? 4 : 8;
-    this.recorder.dispatchVariant(kernel, p.subarray(0, LP.words), bindings, [Math.ceil(units / perGroup), segments ? rows.tileCount : Math.ceil(T / TM)]);
+    this.recorder.dispatchVariant(kernel, p, bindings, [Math.ceil(units / perGroup), segments ? rows.tileCount : Math.ceil(T / TM)]);
   }
 
   // ---- backward ops (webgpu-backward.ts) ----
