@@ -69,7 +69,7 @@ class WebGpuBackend implements Backend {
   private readonly freed = new WeakSet<Tensor>(); // a second free of the same tensor is ignored
   private readonly dummy: GPUBuffer; // bound where an optional input (bias, mask) is absent
   private readonly dummyOut: [GPUBuffer, GPUBuffer]; // where writable ones are: writable bindings may not alias
-  private readonly bindingLimit: number;
+  readonly maxBindingBytes: number;
   readonly viewAlignment: number;
   private destroyed = false;
   private readonly linearParams = new Uint32Array(LP.words); // written in place by each fused dispatch
@@ -86,7 +86,7 @@ class WebGpuBackend implements Backend {
     private readonly layout: ThreadLayout,
   ) {
     this.recorder = new Recorder(device, kernels, validate);
-    this.bindingLimit = device.limits.maxStorageBufferBindingSize;
+    this.maxBindingBytes = device.limits.maxStorageBufferBindingSize;
     this.viewAlignment = device.limits.minStorageBufferOffsetAlignment;
     this.dummy = device.createBuffer({ label: 'absent input', size: 16, usage: STORAGE });
     this.dummyOut = [0, 1].map(() => device.createBuffer({ label: 'absent output', size: 16, usage: STORAGE })) as [GPUBuffer, GPUBuffer];
@@ -117,14 +117,14 @@ class WebGpuBackend implements Backend {
   }
 
   private checkBindable(bytes: number, what: string): void {
-    if (bytes > this.bindingLimit) {
-      throw new Error(`populora: ${what} needs ${bytes} bytes, over this device's maxStorageBufferBindingSize of ${this.bindingLimit} bytes`);
+    if (bytes > this.maxBindingBytes) {
+      throw new Error(`populora: ${what} needs ${bytes} bytes, over this device's maxStorageBufferBindingSize of ${this.maxBindingBytes} bytes`);
     }
   }
 
   private allocate(shape: readonly number[], dtype: Tensor['dtype'], bytes = numel(shape) * 4): { tensor: GpuTensor; reused: boolean } {
     this.checkBindable(bytes, `a tensor ${describeShape(shape)}`);
-    const { buffer, reused } = this.buffer(bytes, this.bindingLimit);
+    const { buffer, reused } = this.buffer(bytes, this.maxBindingBytes);
     return { tensor: { shape: [...shape], dtype, buffer, bytes }, reused };
   }
 
@@ -261,7 +261,7 @@ class WebGpuBackend implements Backend {
     const maxBuffer = this.device.limits.maxBufferSize;
     if (bytes > maxBuffer) throw new Error(`populora: the KV cache ${describeShape(shape)} needs ${bytes} bytes, over this device's maxBufferSize of ${maxBuffer} bytes`);
     const tensor = (): GpuTensor => {
-      const { buffer, reused } = this.buffer(bytes, perLayer ? maxBuffer : this.bindingLimit);
+      const { buffer, reused } = this.buffer(bytes, perLayer ? maxBuffer : this.maxBindingBytes);
       if (reused) this.recorder.clear(buffer, bytes);
       return { shape, dtype: 'f32', buffer, bytes };
     };
