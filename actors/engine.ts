@@ -109,10 +109,9 @@ export class EngineService implements Service {
   /** One `generate` call for every queued request; one reply per requesting actor, its results in request order. */
   private async generate(queued: Array<GenerateItem & { replyTo: string }>): Promise<Delivery[]> {
     const { tokenizer, model, bank } = this.parts;
-    const bos = tokenizer.bosTokenId === null ? [] : [tokenizer.bosTokenId];
     const requests: GenerationRequest[] = queued.map((q) => ({
       requestId: q.requestId,
-      prompt: [...bos, ...tokenizer.encode(q.prompt)],
+      prompt: tokenizer.encodePrompt(q.prompt),
       adapter: q.slot,
       maxTokens: this.config.maxTokens,
       seed: this.config.seed,
@@ -128,7 +127,7 @@ export class EngineService implements Service {
     };
     const results = await generate(model, requests, { bank, mask });
     results.forEach((result, i) => this.sequences.set(result.requestId, { tokens: [...requests[i]!.prompt, ...result.tokens], promptLength: requests[i]!.prompt.length, slot: requests[i]!.adapter }));
-    const items = results.map((result, i): GeneratedItem & { replyTo: string } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, text: textOf(result.tokens) }));
+    const items = results.map((result, i): GeneratedItem & { replyTo: string } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, text: tokenizer.decode(result.tokens) })); // whole: byte-level tokens may split a character
     return [...groupBy(items, (item) => item.replyTo)].map(([to, group]) => {
       const message: Generated = { type: 'generated', results: group.map(({ replyTo: _, ...item }) => item) };
       return { requestId: group[0]!.requestId, to, message };

@@ -164,6 +164,16 @@ describe('populora generate', () => {
     expect(text('4')).toBe(text('4'));
     expect(new Set([text('4'), text('5'), text('6')]).size).toBeGreaterThan(1);
   });
+
+  it('--stop ends the completion before the first stop string (repeatable); an empty one is refused', () => {
+    const run = (...stops: string[]) => populora('generate', '--model', modelDir, '--prompt', '1+2=', '--seed', '8', '--max-tokens', '24', '--backend', 'cpu', ...stops.flatMap((s) => ['--stop', s]));
+    const free = run();
+    const completion = free.stdout.slice('1+2='.length, -1);
+    expect(completion.length, free.stderr).toBeGreaterThanOrEqual(4);
+    const stop = completion.slice(2, 4);
+    expect(run(stop, 'never written').stdout).toBe(`1+2=${completion.slice(0, completion.indexOf(stop))}\n`);
+    expectOneLine(run(''), 'populora: --stop: a stop string is empty (it would end the generation at once)');
+  });
 });
 
 describe('populora init-adapter', () => {

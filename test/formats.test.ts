@@ -170,7 +170,7 @@ describe('tokenizer.json', () => {
     expect(ids).toEqual([...'12+x'].map((c) => 3 + ARITH_ALPHABET.indexOf(c)));
     expect(tokenizer.decode(ids)).toBe('12+x');
     expect(tokenizer.decode(tokenizer.encode('(3 * x) % 7 = ?\n'))).toBe('(3 * x) % 7 = ?\n');
-    expect([tokenizer.bosTokenId, tokenizer.eosTokenId, tokenizer.vocabSize]).toEqual([1, 2, ARITH_ALPHABET.length + 3]);
+    expect([tokenizer.encodePrompt('12+x'), tokenizer.eosTokenId, tokenizer.vocabSize]).toEqual([[1, ...ids], 2, ARITH_ALPHABET.length + 3]); // <bos> from the post-processor
     expect(tokenizer.decode([1, ...ids, 2])).toBe('12+x');
   });
 });

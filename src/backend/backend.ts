@@ -104,6 +104,8 @@ export interface Backend {
   readonly deviceDescription: string;
   /** A view (rowsView) must start at a byte offset that is a multiple of this. */
   readonly viewAlignment: number;
+  /** The most bytes one tensor may hold: a storage binding's limit on WebGPU, unbounded on the CPU. */
+  readonly maxBindingBytes: number;
   /** Kernel dispatches recorded since the backend was opened (0 on the CPU): a benchmark's count per step. */
   dispatches(): number;
 

@@ -12,6 +12,7 @@ export class CpuBackend implements Backend {
   readonly name = 'cpu' as const;
   readonly deviceDescription = 'cpu (TypeScript reference)';
   readonly viewAlignment = 4;
+  readonly maxBindingBytes = Number.POSITIVE_INFINITY;
 
   dispatches(): number {
     return 0;

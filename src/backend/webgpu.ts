@@ -76,7 +76,7 @@ class WebGpuBackend implements Backend {
   private readonly freed = new WeakSet<Tensor>(); // a second free of the same tensor is ignored
   private readonly dummy: GPUBuffer; // bound where an optional input (bias, mask) is absent
   private readonly dummyOut: [GPUBuffer, GPUBuffer]; // where writable ones are: writable bindings may not alias
-  private readonly bindingLimit: number;
+  readonly maxBindingBytes: number;
   readonly viewAlignment: number;
   private destroyed = false;
   private readonly LP: Readonly<Record<(typeof LINEAR_PARAMS)[number], number>>; // linear.wgsl's field offsets
@@ -93,14 +93,14 @@ class WebGpuBackend implements Backend {
     kernels: KernelLibrary,
     validate: boolean,
     private readonly layout: ThreadLayout,
-    maxBindingBytes = Infinity,
+    bindingLimitBytes = Infinity,
   ) {
     this.recorder = new Recorder(device, kernels, validate);
     const linear = kernels.signature('linear').params;
     this.LP = wordOffsets(linear, LINEAR_PARAMS);
     this.linearParams = new Uint32Array(linear.words);
     this.linearFloats = new Float32Array(this.linearParams.buffer);
-    this.bindingLimit = Math.min(device.limits.maxStorageBufferBindingSize, maxBindingBytes);
+    this.maxBindingBytes = Math.min(device.limits.maxStorageBufferBindingSize, bindingLimitBytes);
     this.viewAlignment = device.limits.minStorageBufferOffsetAlignment;
     this.dummy = device.createBuffer({ label: 'absent input', size: 16, usage: STORAGE });
     this.dummyOut = [0, 1].map(() => device.createBuffer({ label: 'absent output', size: 16, usage: STORAGE })) as [GPUBuffer, GPUBuffer];
@@ -132,14 +132,14 @@ class WebGpuBackend implements Backend {
   }
 
   private checkBindable(bytes: number, what: string): void {
-    if (bytes > this.bindingLimit) {
-      throw new Error(`populora: ${what} needs ${bytes} bytes, over this device's maxStorageBufferBindingSize of ${this.bindingLimit} bytes`);
+    if (bytes > this.maxBindingBytes) {
+      throw new Error(`populora: ${what} needs ${bytes} bytes, over this device's maxStorageBufferBindingSize of ${this.maxBindingBytes} bytes`);
     }
   }
 
   private allocate(shape: readonly number[], dtype: Tensor['dtype'], bytes = numel(shape) * 4): { tensor: GpuTensor; reused: boolean } {
     this.checkBindable(bytes, `a tensor ${describeShape(shape)}`);
-    const { buffer, reused } = this.buffer(bytes, this.bindingLimit);
+    const { buffer, reused } = this.buffer(bytes, this.maxBindingBytes);
     return { tensor: { shape: [...shape], dtype, buffer, bytes }, reused };
   }
 
@@ -170,7 +170,7 @@ class WebGpuBackend implements Backend {
     const wordsPerRow = storage === 'f16' ? Math.ceil(cols / 2) : cols;
     this.checkBindable(wordsPerRow * 4, `a row of the ${storage} weight ${describeShape(shape)}`); // a larger matrix is stored in row blocks
     assert(data.length === rows * cols, `uploadWeight: ${data.length} values for shape ${describeShape(shape)}`);
-    if (rows * wordsPerRow * 4 > this.bindingLimit) return uploadBlocked(data, shape, storage, this.bindingLimit, (d, s) => this.uploadWeight(d, s, storage) as GpuTensor);
+    if (rows * wordsPerRow * 4 > this.maxBindingBytes) return uploadBlocked(data, shape, storage, this.maxBindingBytes, (d, s) => this.uploadWeight(d, s, storage) as GpuTensor);
     if (storage === 'f32') return this.fill(data, shape, 'f32');
     const words = new Uint32Array(rows * wordsPerRow); // an odd row's pad half stays 0
     for (let r = 0; r < rows; r++) {
@@ -269,7 +269,7 @@ class WebGpuBackend implements Backend {
   private weight(t: Tensor, what: string): { tensor: GpuTensor; WEIGHT_F16: number } {
     if (t.dtype !== 'f32' && t.dtype !== 'f16') assert(false, `${what} must be an f32 or f16 weight, got ${t.dtype}`);
     if (isBlocked(t)) {
-      throw new RangeError(`${what}: the weight ${describeShape(t.shape)} needs ${t.bytes} bytes, over this device's storage binding limit of ${this.bindingLimit} bytes; only a vocabulary matrix (the embedding, the LM head) may be that large here. Use --weights f16 if it then fits, a device with a larger limit, or the CPU backend`);
+      throw new RangeError(`${what}: the weight ${describeShape(t.shape)} needs ${t.bytes} bytes, over this device's storage binding limit of ${this.maxBindingBytes} bytes; only a vocabulary matrix (the embedding, the LM head) may be that large here. Use --weights f16 if it then fits, a device with a larger limit, or the CPU backend`);
     }
     return { tensor: t as GpuTensor, WEIGHT_F16: t.dtype === 'f16' ? 1 : 0 };
   }
@@ -287,7 +287,7 @@ class WebGpuBackend implements Backend {
     const maxBuffer = this.device.limits.maxBufferSize;
     if (bytes > maxBuffer) throw new Error(`populora: the KV cache ${describeShape(shape)} needs ${bytes} bytes, over this device's maxBufferSize of ${maxBuffer} bytes`);
     const tensor = (): GpuTensor => {
-      const { buffer, reused } = this.buffer(bytes, perLayer ? maxBuffer : this.bindingLimit);
+      const { buffer, reused } = this.buffer(bytes, perLayer ? maxBuffer : this.maxBindingBytes);
       if (reused) this.recorder.clear(buffer, bytes);
       return { shape, dtype: 'f32', buffer, bytes };
     };

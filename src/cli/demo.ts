@@ -36,7 +36,7 @@ export async function runDemo(options: { out: string; backend: BackendChoice }):
     adapters.forEach((adapter, slot) => bank.load(slot, adapter));
     const requests: GenerationRequest[] = PROMPTS.map((text, i) => ({
       requestId: i,
-      prompt: [tokenizer.bosTokenId ?? 0, ...tokenizer.encode(text)],
+      prompt: tokenizer.encodePrompt(text),
       adapter: (i % (ADAPTERS + 1)) - 1, // -1 = the bare base model
       maxTokens: 16,
       seed: 7,

@@ -60,6 +60,7 @@ program
   .requiredOption('--model <dir>', 'Hugging Face model folder (with tokenizer.json)')
   .option('--adapter <dir>', 'PEFT LoRA adapter folder')
   .requiredOption('--prompt <text>', 'prompt text')
+  .option('--stop <text>', 'stop string: the completion ends before it (repeatable)', (value: string, previous: string[]) => [...previous, value], [] as string[])
   .option('--seed <n>', 'sampling seed', integer('--seed'), 0)
   .option('--max-tokens <n>', 'most tokens to generate', integer('--max-tokens'), 64)
   .option('--temperature <t>', 'sampling temperature; 0 = greedy', number('--temperature'), 1)

@@ -5,12 +5,12 @@ import type { Backend, WeightStorage } from '../backend/backend.js';
 import { openBackend, type BackendChoice } from '../backend/select.js';
 import { loadConfig, loadModel, randomModel, saveModel } from '../model/checkpoint.js';
 import { TINY_CONFIGS } from '../model/config.js';
-import { generate } from '../model/generate.js';
 import { LlamaModel } from '../model/llama.js';
 import { LoraBank } from '../model/lora-bank.js';
 import { writeNpy } from '../model/npy.js';
 import { LORA_MODULES, loadPeftAdapter, randomAdapter, savePeftAdapter, type LoraModule } from '../model/peft.js';
 import type { StoredDType } from '../model/safetensors.js';
+import { generateText } from '../model/text-stream.js';
 import { ARITH_ALPHABET, charTokenizerJson, loadTokenizer } from '../model/tokenizer.js';
 import { TEMPERATURE_EXPECTED } from '../scenario/scenario.js';
 import { UsageError } from './run-command.js';
@@ -55,18 +55,21 @@ export function parseTokenIds(text: string): number[] {
   });
 }
 
-export async function generateCommand(options: ModelOptions & { prompt: string; seed: number; maxTokens: number; temperature: number; topP: number }): Promise<void> {
+export async function generateCommand(options: ModelOptions & { prompt: string; stop: string[]; seed: number; maxTokens: number; temperature: number; topP: number }): Promise<void> {
   // The same bounds as a scenario's sampling fields: a negative temperature would flip the distribution.
   if (options.temperature < 0) throw new UsageError(`--temperature: ${TEMPERATURE_EXPECTED}, got ${options.temperature}`);
   if (!(options.topP > 0 && options.topP <= 1)) throw new UsageError(`--top-p: expected a number in (0, 1], got ${options.topP}`);
   if (options.maxTokens < 1) throw new UsageError(`--max-tokens: expected an integer >= 1, got ${options.maxTokens}`);
+  if (options.stop.includes('')) throw new UsageError('--stop: a stop string is empty (it would end the generation at once)');
   const tokenizer = loadTokenizer(join(options.model, 'tokenizer.json'));
-  const prompt = tokenizer.encode(options.prompt);
+  const prompt = tokenizer.encodePrompt(options.prompt);
+  if (prompt.length === 0) throw new UsageError('--prompt: no tokens (this tokenizer adds no BOS to an empty prompt); give some text');
   await withModel(options, async (model, bank, slot) => {
     const stopTokens = [...model.config.eosTokenIds, ...(tokenizer.eosTokenId === null ? [] : [tokenizer.eosTokenId])];
-    const request = { requestId: 0, prompt: tokenizer.bosTokenId === null ? prompt : [tokenizer.bosTokenId, ...prompt], adapter: slot, maxTokens: options.maxTokens, seed: options.seed, temperature: options.temperature, topP: options.topP, stopTokens };
-    const [result] = await generate(model, [request], { bank });
-    process.stdout.write(`${options.prompt}${tokenizer.decode(result!.tokens)}\n`);
+    const request = { requestId: 0, prompt, adapter: slot, maxTokens: options.maxTokens, seed: options.seed, temperature: options.temperature, topP: options.topP, stopTokens, stopStrings: options.stop };
+    process.stdout.write(options.prompt);
+    await generateText(model, tokenizer, [request], { bank, onText: (_, piece) => process.stdout.write(piece) });
+    process.stdout.write('\n');
   });
 }
 

@@ -31,9 +31,16 @@ export interface GenerationResult {
  */
 export type TokenMaskFn = (request: GenerationRequest, generated: readonly number[]) => Uint32Array | null;
 
+/**
+ * Sees each request's tokens as they are sampled (in request order within a step); returning true ends that
+ * request there, finish reason 'stop' (a stop string in its text, say).
+ */
+export type TokenCallback = (request: GenerationRequest, token: number) => boolean | void;
+
 export interface GenerateOptions {
   bank?: LoraBank;
   mask?: TokenMaskFn;
+  onToken?: TokenCallback;
 }
 
 export async function generate(model: LlamaModel, requests: readonly GenerationRequest[], options: GenerateOptions = {}): Promise<GenerationResult[]> {
@@ -73,7 +80,8 @@ export async function generate(model: LlamaModel, requests: readonly GenerationR
         const token = next[m]!;
         const request = requests[i]!;
         generated[i]!.push(token);
-        if (request.stopTokens?.includes(token)) finish[i] = 'stop';
+        const stopped = options.onToken?.(request, token) === true;
+        if (stopped || request.stopTokens?.includes(token)) finish[i] = 'stop';
         else if (generated[i]!.length >= request.maxTokens) finish[i] = 'length';
       });
       // Decode: each running request feeds its newest token at the next position.

@@ -56,7 +56,7 @@ export async function deduceSolveRate(model: LlamaModel, tokenizer: TextTokenize
   const vocab = tokenTexts(tokenizer, model.config.vocabSize);
   const format = answerFormat('deduce');
   const maxTokens = 8;
-  const requests = tasks.map((task, i) => ({ requestId: i, prompt: [tokenizer.bosTokenId!, ...tokenizer.encode(solvePrompt(task))], adapter: -1, maxTokens, seed: 0, temperature: 0, stopTokens: [vocab.eos] }));
+  const requests = tasks.map((task, i) => ({ requestId: i, prompt: tokenizer.encodePrompt(solvePrompt(task)), adapter: -1, maxTokens, seed: 0, temperature: 0, stopTokens: [vocab.eos] }));
   const textOf = (tokens: readonly number[]) => tokens.map((t) => vocab.texts[t]).join('');
   const results = await generate(model, requests, { mask: (r, generated) => tokenMask(format, vocab, textOf(generated), r.maxTokens - generated.length) });
   return results.filter((r, i) => checkAnswer(tasks[i]!, textOf(r.tokens)).correct).length / tasks.length;
@@ -84,7 +84,7 @@ export async function pretrain(scenario: PretrainScenario, backend: Backend, onS
       while (batch.length < scenario.train.batch) {
         const example = corpusExample(rng, scenario.corpus);
         if (heldOutPrompts.has(example.prompt)) continue; // held-out tasks are never trained on
-        batch.push({ tokens: [tokenizer.bosTokenId!, ...tokenizer.encode(example.prompt + example.completion), tokenizer.eosTokenId!], adapter: -1 });
+        batch.push({ tokens: [...tokenizer.encodePrompt(example.prompt + example.completion), tokenizer.eosTokenId!], adapter: -1 });
       }
       const { loss } = await crossEntropyStep(trainer, optimizer, batch, 'full');
       losses.push(loss);
