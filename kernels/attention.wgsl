@@ -29,23 +29,8 @@ struct Params { T: u32, heads: u32, kvHeads: u32, headDim: u32, slots: u32, maxL
 
 var<workgroup> scores: array<f32, MAX_CONTEXT>;
 var<workgroup> query: array<f32, MAX_HEAD_DIM>;
-var<workgroup> partial: array<f32, THREADS>;
 
-// Fixed-order tree over the workgroup's threads: the max, or the sum, of every thread's `value`.
-fn combine(value: f32, lane: u32, takeMax: bool) -> f32 {
-  partial[lane] = value;
-  workgroupBarrier();
-  for (var stride = THREADS / 2u; stride > 0u; stride /= 2u) {
-    if (lane < stride) {
-      let other = partial[lane + stride];
-      partial[lane] = select(partial[lane] + other, max(partial[lane], other), takeMax);
-    }
-    workgroupBarrier();
-  }
-  let result = partial[0];
-  workgroupBarrier(); // partial is reused by the next combine
-  return result;
-}
+#include "combine.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {

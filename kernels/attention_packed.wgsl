@@ -22,22 +22,8 @@ struct Params { T: u32, heads: u32, kvHeads: u32, headDim: u32, scale: f32 }
 
 var<workgroup> scores: array<f32, MAX_CONTEXT>;
 var<workgroup> query: array<f32, MAX_HEAD_DIM>;
-var<workgroup> partial: array<f32, THREADS>;
 
-fn combine(value: f32, lane: u32, takeMax: bool) -> f32 {
-  partial[lane] = value;
-  workgroupBarrier();
-  for (var stride = THREADS / 2u; stride > 0u; stride /= 2u) {
-    if (lane < stride) {
-      let other = partial[lane + stride];
-      partial[lane] = select(partial[lane] + other, max(partial[lane], other), takeMax);
-    }
-    workgroupBarrier();
-  }
-  let result = partial[0];
-  workgroupBarrier();
-  return result;
-}
+#include "combine.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {

@@ -409,50 +409,7 @@ fn accumulate(k: u32, weight: f32) {
   for (var r = 0u; r < TM; r++) { acc[r] = fma(xin(r, k), weight, acc[r]); }
 }
 
-fn accumulatePair(word: u32, packed: u32) {
-  let pair = unpack2x16float(packed);
-  accumulate(2u * word, pair.x);
-  accumulate(2u * word + 1u, pair.y);
-}
-
-// This lane's share of the column whose weight row starts at word `base` (matmul.wgsl's loop).
-fn laneSums(base: u32, lane: u32) {
-  if (WEIGHT_F16) {
-    let fullWords = p.K / 2u;
-    var word = lane;
-    if (TM == 1u) {
-      for (; word + 3u * LANES < fullWords; word += 4u * LANES) {
-        let w0 = w[base + word];
-        let w1 = w[base + word + LANES];
-        let w2 = w[base + word + 2u * LANES];
-        let w3 = w[base + word + 3u * LANES];
-        accumulatePair(word, w0);
-        accumulatePair(word + LANES, w1);
-        accumulatePair(word + 2u * LANES, w2);
-        accumulatePair(word + 3u * LANES, w3);
-      }
-    }
-    for (; word < fullWords; word += LANES) { accumulatePair(word, w[base + word]); }
-    if ((p.K & 1u) == 1u && lane == fullWords % LANES) {
-      accumulate(p.K - 1u, unpack2x16float(w[base + fullWords]).x);
-    }
-  } else {
-    var k = lane;
-    if (TM == 1u) {
-      for (; k + 3u * LANES < p.K; k += 4u * LANES) {
-        let w0 = bitcast<f32>(w[base + k]);
-        let w1 = bitcast<f32>(w[base + k + LANES]);
-        let w2 = bitcast<f32>(w[base + k + 2u * LANES]);
-        let w3 = bitcast<f32>(w[base + k + 3u * LANES]);
-        accumulate(k, w0);
-        accumulate(k + LANES, w1);
-        accumulate(k + 2u * LANES, w2);
-        accumulate(k + 3u * LANES, w3);
-      }
-    }
-    for (; k < p.K; k += LANES) { accumulate(k, bitcast<f32>(w[base + k])); }
-  }
-}
+#include "lane_sums.wgsl"
 
 fn lanes(tile: u32, lane: u32, c: u32, group: u32) {
   for (var r = 0u; r < TM; r++) {

@@ -21,22 +21,7 @@ struct Params { T: u32, V: u32 }
 @group(0) @binding(4) var<storage, read> entropyWeight: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-var<workgroup> partial: array<f32, THREADS>;
-
-fn combine(value: f32, lane: u32, takeMax: bool) -> f32 {
-  partial[lane] = value;
-  workgroupBarrier();
-  for (var stride = THREADS / 2u; stride > 0u; stride /= 2u) {
-    if (lane < stride) {
-      let other = partial[lane + stride];
-      partial[lane] = select(partial[lane] + other, max(partial[lane], other), takeMax);
-    }
-    workgroupBarrier();
-  }
-  let result = partial[0];
-  workgroupBarrier();
-  return result;
-}
+#include "combine.wgsl"
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {

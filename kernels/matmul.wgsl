@@ -42,12 +42,7 @@ fn accumulate(k: u32, weight: f32) {
   for (var r = 0u; r < TM; r++) { acc[r] = fma(x[xRow[r] + k], weight, acc[r]); }
 }
 
-// Both halves of word `word` (values 2·word and 2·word + 1), low half first.
-fn accumulatePair(word: u32, packed: u32) {
-  let pair = unpack2x16float(packed);
-  accumulate(2u * word, pair.x);
-  accumulate(2u * word + 1u, pair.y);
-}
+#include "lane_sums.wgsl"
 
 @compute @workgroup_size(32, 8)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
@@ -59,45 +54,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     xRow[r] = min(row0 + r, p.T - 1u) * p.K;
   }
 
-  if (col < p.N) {
-    if (WEIGHT_F16) {
-      let fullWords = p.K / 2u; // words holding two values
-      let base = col * ((p.K + 1u) / 2u);
-      var word = lane;
-      if (TM == 1u) {
-        for (; word + 3u * LANES < fullWords; word += 4u * LANES) {
-          let w0 = w[base + word];
-          let w1 = w[base + word + LANES];
-          let w2 = w[base + word + 2u * LANES];
-          let w3 = w[base + word + 3u * LANES];
-          accumulatePair(word, w0);
-          accumulatePair(word + LANES, w1);
-          accumulatePair(word + 2u * LANES, w2);
-          accumulatePair(word + 3u * LANES, w3);
-        }
-      }
-      for (; word < fullWords; word += LANES) { accumulatePair(word, w[base + word]); }
-      if ((p.K & 1u) == 1u && lane == fullWords % LANES) {
-        accumulate(p.K - 1u, unpack2x16float(w[base + fullWords]).x);
-      }
-    } else {
-      let base = col * p.K;
-      var k = lane;
-      if (TM == 1u) {
-        for (; k + 3u * LANES < p.K; k += 4u * LANES) {
-          let w0 = bitcast<f32>(w[base + k]);
-          let w1 = bitcast<f32>(w[base + k + LANES]);
-          let w2 = bitcast<f32>(w[base + k + 2u * LANES]);
-          let w3 = bitcast<f32>(w[base + k + 3u * LANES]);
-          accumulate(k, w0);
-          accumulate(k + LANES, w1);
-          accumulate(k + 2u * LANES, w2);
-          accumulate(k + 3u * LANES, w3);
-        }
-      }
-      for (; k < p.K; k += LANES) { accumulate(k, bitcast<f32>(w[base + k])); }
-    }
-  }
+  if (col < p.N) { laneSums(col * select(p.K, (p.K + 1u) / 2u, WEIGHT_F16), lane); }
 
   let tile = lid.y * TM * LANES;
   for (var r = 0u; r < TM; r++) { partial[tile + r * LANES + lane] = acc[r]; }

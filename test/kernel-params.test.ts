@@ -1,11 +1,12 @@
 // Kernel parameter blocks declared once, in each kernel's WGSL `struct Params` (src/backend/kernel-params.ts):
 // the parsed layout against WGSL's uniform layout rules worked by hand, named values laid out by type, and the
-// mistakes a positional list used to let through (a missing, extra or misspelt field) refused by name.
+// mistakes a positional list used to let through (a missing, extra or misspelt field) refused by name. And the
+// loader's #include of shared WGSL (kernel-files.ts).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { layOut, parseParams, wordOffsets } from '../src/backend/kernel-params.js';
-import { kernelsDirectory } from '../src/backend/kernel-files.js';
+import { kernelsDirectory, kernelSource } from '../src/backend/kernel-files.js';
 
 const source = (kernel: string) => readFileSync(join(kernelsDirectory(), `${kernel}.wgsl`), 'utf8');
 
@@ -46,5 +47,21 @@ describe('struct Params', () => {
     expect(() => layOut(parseParams('linear', source('linear')), { T: 1 }, words)).toThrow('Params.colEnd is a vector');
     expect(() => wordOffsets(layout, ['T', 'D'])).toThrow('kernels/rmsnorm.wgsl: struct Params has eps unknown to its caller');
     expect(() => parseParams('bad', 'struct Params { a: mat2x2f }')).toThrow('kernels/bad.wgsl: struct Params member "a: mat2x2f" is not');
+  });
+});
+
+describe('#include', () => {
+  it('splices kernels/include/ files in place and maps each line of the result back to its file', () => {
+    const raw = source('matmul').split('\n');
+    const include = readFileSync(join(kernelsDirectory(), 'include', 'lane_sums.wgsl'), 'utf8').split('\n');
+    const at = raw.findIndex((line) => line === '#include "lane_sums.wgsl"');
+    expect(at).toBeGreaterThan(0);
+    const { code, origin } = kernelSource('matmul');
+    const lines = code.split('\n');
+    expect(lines).toEqual([...raw.slice(0, at), ...include, ...raw.slice(at + 1)]);
+    expect(origin(at)).toBe(`kernels/matmul.wgsl:${at}`);
+    expect(origin(at + 1)).toBe('kernels/include/lane_sums.wgsl:1');
+    expect(origin(at + include.length + 1)).toBe(`kernels/matmul.wgsl:${at + 2}`);
+    expect(lines.filter((line) => line.startsWith('#include'))).toEqual([]);
   });
 });

@@ -15,6 +15,24 @@ export function kernelsDirectory(): string {
   throw new Error('populora: cannot find the kernels/ folder (expected at the package root, beside src/)');
 }
 
+/**
+ * kernels/<name>.wgsl with each `#include "file.wgsl"` line replaced by kernels/include/file.wgsl (one level: an
+ * include includes nothing), and where a line of the expanded source came from, for compilation errors.
+ */
+export function kernelSource(name: string): { code: string; origin(line: number): string } {
+  const directory = kernelsDirectory();
+  const lines: string[] = [];
+  const origins: string[] = [];
+  readFileSync(join(directory, `${name}.wgsl`), 'utf8').split('\n').forEach((line, i) => {
+    const include = /^#include "([\w.-]+\.wgsl)"\s*$/.exec(line);
+    if (!include) return void (lines.push(line), origins.push(`kernels/${name}.wgsl:${i + 1}`));
+    const file = join(directory, 'include', include[1]!);
+    if (!existsSync(file)) throw new Error(`populora: kernels/${name}.wgsl:${i + 1}: #include names kernels/include/${include[1]}, which does not exist`);
+    readFileSync(file, 'utf8').split('\n').forEach((included, j) => (lines.push(included), origins.push(`kernels/include/${include[1]}:${j + 1}`)));
+  });
+  return { code: lines.join('\n'), origin: (line) => origins[line - 1] ?? `kernels/${name}.wgsl` };
+}
+
 /** An instance of kernels/cpu/<name>.wasm (each thread makes its own). */
 export function loadCpuKernel<T>(name: string): T & { memory: WebAssembly.Memory } {
   const file = join(kernelsDirectory(), 'cpu', `${name}.wasm`);

@@ -1,10 +1,9 @@
 // The Dawn side of the WebGPU backend: one GPU instance per process, the device with the adapter's limits, and
 // the kernel library (kernels/*.wgsl compiled once, pipelines cached per kernel and variant, errors named by file).
 
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readdirSync } from 'node:fs';
 import { create, globals } from 'webgpu';
-import { kernelsDirectory } from './kernel-files.js';
+import { kernelsDirectory, kernelSource } from './kernel-files.js';
 import { parseParams, type ParamLayout } from './kernel-params.js';
 
 Object.assign(globalThis, globals);
@@ -104,12 +103,12 @@ export class KernelLibrary {
     const kernels = new Map<string, Kernel>();
     for (const file of readdirSync(directory).filter((f) => f.endsWith('.wgsl')).sort()) {
       const name = file.slice(0, -'.wgsl'.length);
-      const code = readFileSync(join(directory, file), 'utf8');
+      const { code, origin } = kernelSource(name);
       const module = device.createShaderModule({ label: `kernels/${file}`, code });
       const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
       if (errors.length > 0) {
         const first = errors[0]!;
-        throw new Error(`populora: kernels/${file}:${first.lineNum}:${first.linePos}: ${first.message}`);
+        throw new Error(`populora: ${origin(first.lineNum)}:${first.linePos}: ${first.message}`);
       }
       const { layout: bindGroupLayout, buffers } = bindingLayout(device, name, code);
       const pipelineLayout = device.createPipelineLayout({ label: `kernels/${file}`, bindGroupLayouts: [bindGroupLayout] });
