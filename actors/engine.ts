@@ -1,18 +1,18 @@
 // The engine: owns the model, the adapter bank and the optimizer. Its handler only queues requests; at the step
 // barrier it runs each kind as one batched multi-LoRA call: every queued generation in one `generate` (each
-// under its grammar mask), every training sample of every member in one policy-gradient update, every
-// evolutionary replacement in one pass over the bank.
+// under its domain's token mask, where the domain has one), every training sample of every member in one
+// policy-gradient update, every evolutionary replacement in one pass over the bank.
 //
 // Advantages are normalised per (role, task type) over the whole population before the update (AZR's
 // task-relative REINFORCE++), so the engine is where every sample of a step meets.
 
-import { tokenMask, tokenTexts, type TokenTexts } from '../src/domains/arith/grammar.js';
 import type { Domain } from '../src/domains/domain.js';
 import { BankEvolution } from '../src/evolution/device-operators.js';
 import type { CrossoverKind } from '../src/evolution/operators.js';
 import { generate, type GenerationRequest } from '../src/model/generate.js';
 import type { LlamaModel } from '../src/model/llama.js';
 import type { LoraBank } from '../src/model/lora-bank.js';
+import { tokenTexts, type TokenTexts } from '../src/model/token-texts.js';
 import type { TextTokenizer } from '../src/model/tokenizer.js';
 import type { AdamW } from '../src/train/adamw.js';
 import { groupAdvantages } from '../src/train/advantages.js';
@@ -22,7 +22,7 @@ import type { Delivery, Handler, Service, World } from '../src/runtime/world.js'
 import { ENGINE, groupBy, type GenerateItem, type GenerateRequest, type Generated, type GeneratedItem, type TrainingSample } from './protocol.js';
 
 export interface EngineConfig {
-  domain: Domain; // its grammars constrain the generations (free text where it has none)
+  domain: Domain; // its token masks constrain the generations (free text where it has none)
   seed: number; // sampling seed (u32); with the request id and position it keys each token's draw
   temperature: number;
   topP: number;
@@ -119,11 +119,11 @@ export class EngineService implements Service {
       topP: this.config.topP,
       stopTokens: [this.vocab.eos],
     }));
-    const formats = new Map(queued.map((q) => [q.requestId, this.config.domain.grammar(q.format)]));
+    const masks = new Map(queued.map((q) => [q.requestId, this.config.domain.tokenMask?.(q.format, this.vocab) ?? null]));
     const textOf = (tokens: readonly number[]) => tokens.map((t) => this.vocab.texts[t]).join('');
     const mask = (r: GenerationRequest, generated: readonly number[]) => {
-      const format = formats.get(r.requestId)!;
-      return format === null ? null : tokenMask(format, this.vocab, textOf(generated), r.maxTokens - generated.length);
+      const allowed = masks.get(r.requestId)!;
+      return allowed === null ? null : allowed(textOf(generated), r.maxTokens - generated.length);
     };
     const results = await generate(model, requests, { bank, mask });
     results.forEach((result, i) => this.sequences.set(result.requestId, { tokens: [...requests[i]!.prompt, ...result.tokens], promptLength: requests[i]!.prompt.length, slot: requests[i]!.adapter }));

@@ -3,13 +3,14 @@
 // manager, for ratings) how many were correct, and at the learn phase hands its samples to the engine with
 // reward 1 for a correct answer and 0 otherwise.
 
-import type { Domain, Task } from '../src/domains/domain.js';
+import type { Domain, PromptSet, Task } from '../src/domains/domain.js';
 import type { Handler } from '../src/runtime/world.js';
 import { ENGINE, POPULATION_MANAGER, VERIFIER, byRequestId, groupBy, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
 
 export interface StudentConfig {
   domain: Domain;
+  prompts: PromptSet | null; // the domain's templates as the scenario resolved them (null: it has none)
   answersPerTask: number;
 }
 
@@ -52,7 +53,7 @@ export const studentHandler =
         for (const assigned of message.tasks) {
           for (let i = 0; i < config.answersPerTask; i++) {
             const requestId = world.requestId();
-            request.requests.push({ requestId, slot: state.slot, prompt: config.domain.solvePrompt(assigned.task), format: `answer/${assigned.task.type}` });
+            request.requests.push({ requestId, slot: state.slot, prompt: config.domain.solvePrompt(assigned.task, config.prompts), format: `answer/${assigned.task.type}` });
             answers.push({ requestId, taskId: assigned.taskId, correct: null, fault: false });
           }
         }

@@ -4,8 +4,9 @@
 // for an invalid task; optionally 0 when no student solved it) and hands its samples to the engine.
 // Where the domain conditions proposals on examples (the code domain, as AZR does), each prompt shows
 // `references` tasks drawn from the teacher's buffer: the domain's seed tasks, then its own valid proposals.
+// What a prompt already gives of the proposal (a program to write inputs for) is validated as part of it.
 
-import type { Domain, Task, TaskMetrics, TaskType } from '../src/domains/domain.js';
+import type { Domain, PromptSet, Task, TaskMetrics, TaskType } from '../src/domains/domain.js';
 import type { Handler } from '../src/runtime/world.js';
 import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, byRequestId, mean, type GenerateRequest, type Generated, type OfferedTask, type Outcomes, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
@@ -17,6 +18,7 @@ export interface TeacherRewards {
 
 export interface TeacherConfig {
   domain: Domain;
+  prompts: PromptSet | null; // the domain's templates as the scenario resolved them (null: it has none)
   taskTypes: readonly TaskType[];
   perTeacher: number;
   references: number; // reference tasks shown per prompt (0: none)
@@ -31,6 +33,7 @@ interface Proposal {
   requestId: number;
   taskType: TaskType;
   text: string;
+  given?: string; // what the prompt gave of the proposal (absent: nothing)
   task: Task | null; // set once validated
   metrics: TaskMetrics | null;
   invalidReason: string | null;
@@ -76,12 +79,12 @@ export const teacherHandler =
             const requestId = world.requestId();
             const shown = Math.min(config.references, state.references.length);
             const references = draw.sample(state.references.length, shown).map((k) => state.references[k]!);
-            const promptWith = (n: number) => config.domain.proposalPrompt(taskType, references.slice(0, n));
+            const promptWith = (n: number) => config.domain.proposalPrompt(taskType, references.slice(0, n), config.prompts);
             let fitting = references.length; // as many references as the context holds
-            while (fitting > 0 && promptWith(fitting).length > config.promptCharacters) fitting--;
-            const prompt = promptWith(fitting);
+            while (fitting > 0 && promptWith(fitting).prompt.length > config.promptCharacters) fitting--;
+            const { prompt, given } = promptWith(fitting);
             request.requests.push({ requestId, slot: state.slot, prompt, format: `proposal/${taskType}` });
-            proposals.push({ requestId, taskType, text: '', task: null, metrics: null, invalidReason: null, fault: null, correct: 0, answers: 0 });
+            proposals.push({ requestId, taskType, text: '', ...(given === '' ? {} : { given }), task: null, metrics: null, invalidReason: null, fault: null, correct: 0, answers: 0 });
           }
         }
         world.send(self, ENGINE, request);
@@ -92,7 +95,7 @@ export const teacherHandler =
         for (const result of message.results) {
           const p = proposal(result.requestId);
           p.text = result.text;
-          validate.requests.push({ requestId: p.requestId, taskType: p.taskType, text: p.text });
+          validate.requests.push({ requestId: p.requestId, taskType: p.taskType, text: p.text, ...(p.given === undefined ? {} : { given: p.given }) });
         }
         world.send(self, VERIFIER, validate);
         return state;
@@ -102,7 +105,7 @@ export const teacherHandler =
         for (const result of message.results) {
           const p = proposal(result.requestId);
           if (result.fault !== undefined) p.fault = result.fault;
-          else if (result.validation.valid && config.domain.solvePrompt(result.validation.task).length > config.promptCharacters) {
+          else if (result.validation.valid && config.domain.solvePrompt(result.validation.task, config.prompts).length > config.promptCharacters) {
             p.invalidReason = `too-long: the task's prompt does not fit the model's context beside the answer (${config.promptCharacters} characters)`;
           } else if (result.validation.valid) {
             p.task = result.validation.task;

@@ -10,7 +10,7 @@ import { VERIFIER, groupBy } from './protocol.js';
 export type VerifierState = null;
 
 export type VerifierMessage =
-  | { type: 'validate'; replyTo: string; requests: Array<{ requestId: number; taskType: TaskType; text: string }> }
+  | { type: 'validate'; replyTo: string; requests: Array<{ requestId: number; taskType: TaskType; text: string; given?: string }> }
   | { type: 'check'; replyTo: string; requests: Array<{ task: Task; answers: Array<{ requestId: number; answer: string }> }> };
 
 /** A verdict, or the fault that stopped one (a worker that crashed or hung twice). */
@@ -31,7 +31,7 @@ export class VerifierService implements Service {
 
   readonly handler: Handler<VerifierState, VerifierMessage> = (state, message) => {
     const { replyTo } = message;
-    if (message.type === 'validate') this.queue.push(...message.requests.map((r) => ({ replyTo, requestId: r.requestId, job: { kind: 'validate', taskType: r.taskType, text: r.text } as const })));
+    if (message.type === 'validate') this.queue.push(...message.requests.map((r) => ({ replyTo, requestId: r.requestId, job: { kind: 'validate', taskType: r.taskType, text: r.text, ...(r.given === undefined ? {} : { given: r.given }) } as const })));
     else this.queue.push(...message.requests.flatMap(({ task, answers }) => answers.map((a) => ({ replyTo, requestId: a.requestId, job: { kind: 'check', task, answer: a.answer } as const }))));
     return state;
   };

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PythonExecutor, type RunResult } from '../src/domains/python/executor.js';
-import { checkAnswer, parseInputs, parseProgram, parseValue, SEED_TASKS, solvePrompt, validateProposal, type CodeTask } from '../src/domains/python/tasks.js';
+import { solvePrompt } from '../src/domains/python/prompts.js';
+import { checkAnswer, parseInputs, parseProgram, parseValue, SEED_TASKS, validateProposal, type CodeTask } from '../src/domains/python/tasks.js';
 import { HEALTH_CHECK, HOSTILE, ORDINARY, SENTINEL_DIR, type HostileProgram } from './python-corpus.js';
 
 let python: PythonExecutor;

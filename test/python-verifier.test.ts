@@ -13,14 +13,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { VerifyJob, VerifyOutcome } from '../src/domains/domain.js';
 import { ESCAPE_MARKER } from '../src/domains/python/sandbox-protocol.js';
 import { fence } from '../src/domains/python/sandbox-processes.js';
-import { SEED_TASKS } from '../src/domains/python/tasks.js';
+import { SEED_TASKS, type CodeTask } from '../src/domains/python/tasks.js';
 import { PythonVerifierPool, type PythonPoolOptions } from '../src/domains/python/verifier-pool.js';
 import { HEALTH_CHECK, HOSTILE, SENTINEL_DIR, type HostileProgram } from './python-corpus.js';
 
 const fence_ = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
 const validate = (taskType: 'code_o' | 'code_i' | 'code_f', program: string, ...inputs: string[]): VerifyJob => ({ kind: 'validate', taskType, text: [fence_('python', program), ...inputs.map((i) => fence_('input', i))].join('\n') });
 const HEALTHY = validate('code_o', 'def f(x):\n    return x * 2 + 1', '20');
-const healthy = (outcome: VerifyOutcome | undefined) => outcome?.kind === 'validate' && outcome.validation.valid && outcome.validation.task.outputs[0] === '41';
+const healthy = (outcome: VerifyOutcome | undefined) => outcome?.kind === 'validate' && outcome.validation.valid && (outcome.validation.task as CodeTask).outputs[0] === '41';
 // C code that runs long without spending fuel is the guard's case; the sandbox counts every such call it knows of,
 // so the hang below stands in for one it does not: JavaScript that never returns, run by the process for a job.
 const HANGING = validate('code_o', `${ESCAPE_MARKER}\ndef f():\n    return 1`, '');
@@ -238,7 +238,7 @@ describe('the hostile corpus through the fenced processes', () => {
     if (outcome?.kind !== 'validate') return;
     if (entry.reason === 'ok') {
       expect(outcome.validation.valid, label).toBe(true);
-      if (outcome.validation.valid) expect(outcome.validation.task.outputs, label).toEqual(entry.outputs);
+      if (outcome.validation.valid) expect((outcome.validation.task as CodeTask).outputs, label).toEqual(entry.outputs);
       return;
     }
     expect(outcome.validation.valid, label).toBe(false);
@@ -279,7 +279,7 @@ describe('the hostile corpus through the fenced processes', () => {
       const pool = pooled[i]!;
       if (pool.kind !== 'validate') throw new Error(`${entry.what}: ${JSON.stringify(pool)}`);
       expect(verdict.valid, entry.what).toBe(pool.validation.valid);
-      if (pool.validation.valid) expect(verdict.task?.outputs).toEqual(pool.validation.task.outputs);
+      if (pool.validation.valid) expect(verdict.task?.outputs).toEqual((pool.validation.task as CodeTask).outputs);
       else expect(verdict.reason).toBe(pool.validation.reason);
     });
   }, 300_000);

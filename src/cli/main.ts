@@ -12,9 +12,8 @@ import { gradCommand } from './train-commands.js';
 import { pretrainCommand } from './pretrain-command.js';
 import { compareCommand, exportCommand, reportCommand } from './report-commands.js';
 import { replayCommand, runScenarioCommand } from './run-commands.js';
-import { verifyCommand } from './verify-command.js';
-import { DEFAULT_FUEL } from '../domains/python/executor.js';
-import { DEFAULT_WALL_CLOCK_GUARD_MS } from '../domains/python/verifier-pool.js';
+import type { DomainCommand } from '../domains/domain.js';
+import { domains } from '../domains/index.js';
 
 const integer = (name: string) => (value: string) => {
   const n = Number(value);
@@ -153,17 +152,20 @@ program
   .option('--step <n>', 'checkpoint step (default: the last)', integer('--step'))
   .requiredOption('--out <dir>', 'output folder (new or empty)')
   .action(runCommand(exportCommand));
-program
-  .command('verify')
-  .description('run one code-domain task in the Python sandbox and print the verdict as JSON (valid, correct, reason, fuel)')
-  .requiredOption('--type <type>', 'code_o | code_i | code_f')
-  .requiredOption('--program <file>', 'Python source defining f')
-  .option('--input <args>', 'an argument list, e.g. "[1, 2], 3" (code_f: give it 4 or more times)', (value: string, previous: string[]) => [...previous, value], [] as string[])
-  .option('--output <value>', 'code_i: the output to reach (without --input); otherwise checked against the program\'s output')
-  .option('--answer <text>', 'a student\'s answer: code_o an output, code_i an input, code_f a program (@FILE reads a file)')
-  .option('--fuel <steps>', 'steps (lines and jumps) the program may take', integer('--fuel'), DEFAULT_FUEL)
-  .option('--guard-ms <ms>', 'wall-clock safety net per job: past it the job is an infrastructure fault (exit 3), never a verdict', integer('--guard-ms'), DEFAULT_WALL_CLOCK_GUARD_MS)
-  .action(runCommand(verifyCommand));
+/** A command a domain brings (domain.ts: DomainCommand), as commander takes it. */
+function addDomainCommand(spec: DomainCommand): void {
+  const command = program.command(spec.name).description(spec.description);
+  for (const o of spec.options) {
+    const option = new Option(o.flags, o.description).makeOptionMandatory(o.required ?? false);
+    if (o.repeatable) option.argParser((value: string, previous: string[] = []) => [...previous, value]).default([]);
+    if (o.integer) option.argParser(integer(o.flags.split(' ')[0]!));
+    if (o.default !== undefined) option.default(o.default);
+    command.addOption(option);
+  }
+  command.action(runCommand((options: Record<string, unknown>) => spec.run(options)));
+}
+
+for (const command of domains().flatMap((domain) => domain.commands ?? [])) addDomainCommand(command);
 program
   .command('demo')
   .description('the quick start: a seeded tiny model serves a batch of requests through several LoRA adapters')

@@ -10,9 +10,9 @@ import { EventLogError } from '../runtime/event-log.js';
 import { ExportError } from '../runtime/export.js';
 import { ActorFailure } from '../runtime/world.js';
 import { ScenarioError } from '../scenario/scenario.js';
+import { UsageError } from './usage-error.js';
 
-/** An error in what the user gave the command line: printed as its message alone. */
-export class UsageError extends Error {}
+export { UsageError };
 
 /** Errors whose message says all a user needs; anything else is unexpected, a bug to report. */
 const USER_ERRORS = [UsageError, ModelFormatError, DeviceLimitError, ScenarioError, EventLogError, ReportError, ExportError, RunFolderError, ActorFailure, RangeError];

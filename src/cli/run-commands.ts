@@ -37,6 +37,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
       scenarioFile: file,
       verifierWorkers: options.verifierWorkers,
       signal: stop.signal,
+      clock: () => performance.now(), // for metrics.jsonl's timing (the verifier's throughput), never for a decision
       onStart: (step) => bar.start(scenario.steps, step, { solve: '  -  ', reward: '  -  ', valid: '  -  ', coverage: 0 }),
       onStep: (m) => {
         history.push(m);
@@ -93,9 +94,21 @@ function printSummary(history: StepMetrics[], outDir: string, hash: string, even
     return values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length;
   };
   console.log(`\nover the ${history.length} steps of this invocation: solve rate ${percent(meanOf((m) => m.solveRate))}, teacher reward ${meanOf((m) => m.teacherReward)?.toFixed(2)}, validity ${percent(meanOf((m) => m.validity))}, task size ${meanOf((m) => m.taskSize)?.toFixed(1) ?? '-'}, coverage ${last.coverage} bins${last.distinctPrograms === null ? '' : `, ${last.distinctPrograms} distinct programs`}`);
+  console.log(verifierLine(history));
   const faults = history.reduce((n, m) => n + m.verifierFaults, 0);
   if (faults > 0) console.log(`verifier: ${faults} proposals or answers dropped as infrastructure faults (a worker crashed or hung twice); see metrics.jsonl`);
   console.log(`run folder: ${outDir}  (${events} events, run hash ${hash.slice(0, 16)}…)`);
+}
+
+/** The verifier's throughput over the steps (metrics.jsonl's timing): jobs per second of its time, its share of the steps'. */
+function verifierLine(history: StepMetrics[]): string {
+  const timed = history.flatMap((m) => (m.timing ? [m.timing] : []));
+  const sum = (f: (t: NonNullable<StepMetrics['timing']>) => number) => timed.reduce((n, t) => n + f(t), 0);
+  const [stepMs, verifierMs, validations, checks] = [sum((t) => t.stepMs), sum((t) => t.verifierMs), sum((t) => t.validations), sum((t) => t.checks)];
+  const rate = (jobs: number, seconds: number) => (seconds > 0 ? `${(jobs / seconds).toFixed(0)}/s` : '-');
+  const validationSeconds = sum((t) => (t.validationsPerSecond ? t.validations / t.validationsPerSecond : 0));
+  const checkSeconds = sum((t) => (t.checksPerSecond ? t.checks / t.checksPerSecond : 0));
+  return `verifier: ${validations} validations (${rate(validations, validationSeconds)}), ${checks} checks (${rate(checks, checkSeconds)}), ${stepMs > 0 ? `${((100 * verifierMs) / stepMs).toFixed(1)}%` : '-'} of the steps' time`;
 }
 
 export async function replayCommand(dir: string, options: { verifierWorkers: number }): Promise<void> {

@@ -1,25 +1,24 @@
-// A domain is what the actors' tasks are about: the toy arithmetic of src/domains/arith (grammar-constrained
-// output, verified in JavaScript) or the code domain of src/domains/python (AZR's code_o/code_i/code_f, free text,
-// verified by a sandboxed Python). The actors see only this interface; a scenario picks one by `domain`.
+// What a domain is: everything the actors' tasks are about, behind one interface. A domain brings its task types,
+// its prompts (fixed text, or templates a scenario may override), an optional token mask, the smallest token budget
+// its outputs fit in, its verifier pool (what validates proposals and checks answers, and computes each valid
+// task's metrics), and optionally commands of its own for the command line. Nothing outside src/domains/ names a
+// particular domain: a scenario's `domain` is looked up in the registry (index.ts).
 
-import { minimumTokens, type Format } from './arith/grammar.js';
-import { ARITH_TASK_TYPES, answerFormat, proposalFormat, proposalPrompt as arithProposalPrompt, solvePrompt as arithSolvePrompt, type ArithTask, type ArithTaskType } from './arith/tasks.js';
-import { CODE_TASK_TYPES, SEED_TASKS, proposalPrompt as codeProposalPrompt, solvePrompt as codeSolvePrompt, type CodeTask, type CodeTaskType } from './python/tasks.js';
-import { ARITH_ALPHABET } from '../model/tokenizer.js';
+import type { TokenTexts } from '../model/token-texts.js';
 
-export const DOMAIN_NAMES = ['arith', 'python'] as const;
-export type DomainName = (typeof DOMAIN_NAMES)[number];
-export type TaskType = ArithTaskType | CodeTaskType;
-export type Task = ArithTask | CodeTask;
+export type TaskType = string;
+
+/** A validated task: plain data (it crosses to worker processes and into the event log), tagged with its type. */
+export type Task = { readonly type: TaskType };
 
 /** What the metrics track of a valid task (computed by the verifier, which parses it anyway). */
 export interface TaskMetrics {
   size: number; // AST nodes
   depth: number;
-  operators: string[]; // arith: operators used; python: input and output types
+  operators: string[]; // what the task is made of: operators used, or input and output types
   signature: string; // one problem-space coverage bin
-  program?: string; // python: normalised-program hash (distinct programs)
-  cyclomatic?: number; // python: cyclomatic complexity
+  program?: string; // a normalised-program hash, for domains whose tasks are programs (distinct programs)
+  cyclomatic?: number; // cyclomatic complexity, likewise
 }
 
 export type Validation = { valid: true; task: Task; fuelUsed: number; metrics: TaskMetrics } | { valid: false; reason: string };
@@ -28,8 +27,11 @@ export interface AnswerCheck {
   reason: string;
 }
 
-/** A verifier job and its outcome. A fault (a worker that crashed or hung twice) is recorded, never a verdict. */
-export type VerifyJob = { kind: 'validate'; taskType: TaskType; text: string } | { kind: 'check'; task: Task; answer: string };
+/**
+ * A verifier job and its outcome. A fault (a worker that crashed or hung twice) is recorded, never a verdict.
+ * `given` is the part of a proposal its prompt supplied (a program the teacher was asked to write inputs for).
+ */
+export type VerifyJob = { kind: 'validate'; taskType: TaskType; text: string; given?: string } | { kind: 'check'; task: Task; answer: string };
 export type VerifyOutcome = { kind: 'validate'; validation: Validation } | { kind: 'check'; check: AnswerCheck } | { kind: 'fault'; detail: string };
 
 export interface VerifierPool {
@@ -37,52 +39,69 @@ export interface VerifierPool {
   close(): Promise<void>;
 }
 
+/** The scenario's verifier settings (`tasks.fuel`, `tasks.guardMs`): for domains whose verifier runs programs. */
+export interface VerifierSettings {
+  fuel: number; // counted steps a program may take per run
+  guardMs: number; // wall-clock safety net per job: when it fires, a fault, never a verdict
+}
+
 /** A generation's output constraint, as requests carry it: "proposal/deduce", "answer/code_o", … */
 export type FormatName = `${'proposal' | 'answer'}/${TaskType}`;
 
+/** The tokens that may come next (a bitmask over the vocabulary) after `generatedText`, with `remainingTokens` left. */
+export type TokenMask = (generatedText: string, remainingTokens: number) => Uint32Array;
+
+/** A teacher's prompt, and the part of its proposal the prompt already gives ('' for none). */
+export interface ProposalPrompt {
+  prompt: string;
+  given: string;
+}
+
+/** One template a domain fills: the slots it may name, and those it must (a prompt without them cannot be solved). */
+export interface TemplateSpec {
+  slots: readonly string[];
+  required: readonly string[];
+}
+
+/**
+ * A domain's prompt templates (prompts.ts fills and checks them). Templates are named by their path under a
+ * scenario's `prompts` ("code_o.proposal", "reference", "wrap"); each built-in style gives every one of them.
+ */
+export interface PromptCatalog {
+  templates: Readonly<Record<string, TemplateSpec>>;
+  styles: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  defaultStyle: { toy: string; real: string }; // toy: a preset or a model pretrained here; real: any other model folder
+}
+
+/** The resolved prompts of a run: every template of the domain's catalog, and how a prompt is put to the model. */
+export interface PromptSet {
+  templates: Readonly<Record<string, string>>;
+  chat: ChatFormat;
+}
+export const CHAT_FORMATS = ['none', 'chatml'] as const;
+export type ChatFormat = (typeof CHAT_FORMATS)[number];
+
+/** A command a domain adds to `populora` (the code domain's `verify`); options are read as commander gives them. */
+export interface DomainCommand {
+  name: string;
+  description: string;
+  options: ReadonlyArray<{ flags: string; description: string; required?: boolean; repeatable?: boolean; integer?: boolean; default?: number | string }>;
+  run(options: Record<string, unknown>): Promise<void>;
+}
+
 export interface Domain {
-  name: DomainName;
+  name: string;
   taskTypes: readonly TaskType[];
   alphabet: string; // the characters a preset model's character-level tokenizer covers
   presetContext: number; // the context a preset model gets at least (prompts with programs are long)
   seedReferences: readonly Task[]; // a teacher's reference buffer starts with these (none: prompts show no references)
-  proposalPrompt(type: TaskType, references: readonly Task[]): string;
-  solvePrompt(task: Task): string;
-  grammar(format: FormatName): Format | null; // null: free text
+  prompts: PromptCatalog | null; // null: the domain writes fixed prompts (a scenario's `prompts` is refused)
+  proposalPrompt(type: TaskType, references: readonly Task[], prompts: PromptSet | null): ProposalPrompt;
+  solvePrompt(task: Task, prompts: PromptSet | null): string;
+  /** The mask a generation of this format is decoded under; absent or null: free text. */
+  tokenMask?(format: FormatName, vocab: TokenTexts): TokenMask | null;
   minimumTokens(types: readonly TaskType[]): number; // the smallest token budget a proposal and an answer fit in
+  tokenBudgetHint: number; // a `sampling.maxTokens` that leaves room for real tasks (named when the budget is too small)
+  verifierPool(workers: number, settings: VerifierSettings): VerifierPool;
+  commands?: readonly DomainCommand[];
 }
-
-const split = (format: FormatName) => format.split('/') as ['proposal' | 'answer', TaskType];
-
-const arith: Domain = {
-  name: 'arith',
-  taskTypes: ARITH_TASK_TYPES,
-  alphabet: ARITH_ALPHABET,
-  presetContext: 0,
-  seedReferences: [],
-  proposalPrompt: (type) => arithProposalPrompt(type as ArithTaskType),
-  solvePrompt: (task) => arithSolvePrompt(task as ArithTask),
-  grammar: (format) => {
-    const [kind, type] = split(format);
-    if (!(ARITH_TASK_TYPES as readonly string[]).includes(type)) throw new RangeError(`no arith format named ${format}`);
-    return kind === 'proposal' ? proposalFormat(type as ArithTaskType) : answerFormat(type as ArithTaskType);
-  },
-  minimumTokens: (types) => Math.max(...types.flatMap((type) => [minimumTokens(proposalFormat(type as ArithTaskType)), minimumTokens(answerFormat(type as ArithTaskType))])),
-};
-
-/** Printable ASCII, newline and tab: what Python source and literals are written in. */
-const PYTHON_ALPHABET = Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).join('') + '\n\t';
-
-const python: Domain = {
-  name: 'python',
-  taskTypes: CODE_TASK_TYPES,
-  alphabet: PYTHON_ALPHABET,
-  presetContext: 2048,
-  seedReferences: SEED_TASKS,
-  proposalPrompt: (type, references) => codeProposalPrompt(type as CodeTaskType, references as CodeTask[]),
-  solvePrompt: (task) => codeSolvePrompt(task as CodeTask),
-  grammar: () => null,
-  minimumTokens: () => '```python\ndef f(x):\n    return x\n```\n```input\n1\n```'.length, // one character per token at worst
-};
-
-export const DOMAINS: Record<DomainName, Domain> = { arith, python };

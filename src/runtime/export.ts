@@ -57,7 +57,7 @@ export function exportPopulation(runDir: string, step: number | undefined, outDi
   const staging = mkdtempSync(join(parent, `.${basename(outDir)}.partial-`));
   try {
     for (const m of members) cpSync(join(checkpointDir(runDir, chosen), m.id), join(staging, m.id), { recursive: true });
-    const populationJson = { run: scenario.name, step: chosen, baseModel: scenario.model, domain: scenario.domain ?? 'arith', members };
+    const populationJson = { run: scenario.name, step: chosen, baseModel: scenario.model, domain: scenario.domain, members };
     writeFileDurably(disk, join(staging, 'population.json'), jsonText(populationJson), 'free some space and export again');
     for (const file of filesUnder(staging)) syncPath(disk, join(staging, file));
     if (existsSync(outDir)) rmdirSync(outDir); // empty: checked above

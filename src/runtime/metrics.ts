@@ -1,6 +1,7 @@
 // A step's metrics, summarised from the actors' reports: solve rates per member and sub-population, teacher
 // reward, task validity and complexity, problem-space coverage (distinct (task type, expression shape) bins seen
-// so far), ratings, who met whom, the training loss and the evolutionary replacements. One JSON line per step.
+// so far), ratings, who met whom, the training loss and the evolutionary replacements. One JSON line per step;
+// with a clock (`populora run`), also the step's wall-clock `timing`, which replay does not compare.
 
 import { mean } from '../../actors/protocol.js';
 import type { Report } from './world.js';
@@ -36,7 +37,7 @@ export interface StepMetrics {
   extremeSolveRateShare: number | null; // share of matched tasks solved by all or by none (no learning signal)
   coverage: number; // distinct bins seen up to this step
   newBins: number;
-  distinctPrograms: number | null; // python: distinct programs (normalised ASTs) among valid tasks up to this step
+  distinctPrograms: number | null; // distinct programs (normalised ASTs) among valid tasks up to this step, where tasks are programs
   verifierFaults: number; // proposals and answers the verifier could not judge (infrastructure faults, dropped)
   trainLoss: number | null;
   subpopulations: Array<{ subpopulation: number; solveRate: number | null; teacherReward: number | null }>;
@@ -44,6 +45,26 @@ export interface StepMetrics {
   matches: Array<{ teacher: string; student: string; tasks: number; correct: number; answers: number }>; // who met whom, how it went
   invalidReasons: Record<string, number>;
   evolution: unknown[];
+  timing?: StepTiming; // wall clock: differs from run to run, so outside what replay compares (withoutTiming)
+}
+
+/** Where a step's wall-clock time went (step-timing.ts). */
+export interface StepTiming {
+  stepMs: number;
+  engineMs: number; // in the engine's batches (generation, training, evolution)
+  verifierMs: number; // in the verifier's batches
+  verifierShare: number; // verifierMs / stepMs
+  validations: number; // proposals validated
+  validationsPerSecond: number | null; // per second of the verifier's time on them (null: none)
+  checks: number; // answers checked
+  checksPerSecond: number | null;
+}
+
+/** A metrics record (a metrics.jsonl line, or summary.json whose `last` is one) without its wall-clock timing. */
+export function withoutTiming(value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+  const { timing: _, ...rest } = value as Record<string, unknown>;
+  return 'last' in rest ? { ...rest, last: withoutTiming(rest.last) } : rest;
 }
 
 const ratio = (a: number, b: number) => (b === 0 ? null : a / b);

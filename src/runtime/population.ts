@@ -10,7 +10,9 @@ import { adapterName, populationManagerHandler, type MemberRecord, type Populati
 import { studentHandler, type StudentState } from '../../actors/student.js';
 import { teacherHandler, type TeacherState } from '../../actors/teacher.js';
 import { VerifierService } from '../../actors/verifier.js';
-import { DOMAINS, type VerifierPool } from '../domains/domain.js';
+import type { VerifierPool } from '../domains/domain.js';
+import { domainNamed } from '../domains/index.js';
+import { promptSet } from '../domains/prompts.js';
 import { loadModel, randomModel } from '../model/checkpoint.js';
 import type { LlamaConfig } from '../model/config.js';
 import { LlamaModel } from '../model/llama.js';
@@ -83,9 +85,10 @@ export function buildSimulation(scenario: Scenario, parts: ModelParts, world: Wo
   const optimizer = AdamW.forBank(parts.model.backend, bank, parts.config.numLayers, { lr: scenario.rl.lr, maxGradNorm: scenario.rl.maxGradNorm });
   const trainer = new LlamaTrainer(parts.model, bank);
   const { sampling, rl } = scenario;
+  const domain = domainNamed(scenario.domain);
   const engine = new EngineService(
     { model: parts.model, bank, trainer, optimizer, tokenizer: parts.tokenizer },
-    { domain: DOMAINS[scenario.domain], seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef }, evolutionThreads: threadCount(scenario.evolution.threads) },
+    { domain, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef }, evolutionThreads: threadCount(scenario.evolution.threads) },
   );
   const verifier = new VerifierService(pool);
   world.actor(ENGINE, null, engine.handler);
@@ -94,14 +97,14 @@ export function buildSimulation(scenario: Scenario, parts: ModelParts, world: Wo
   world.service(wrap(verifier));
 
   const restored = <T>(name: string, initial: T): T => (states?.get(name) as T | undefined) ?? initial;
-  const domain = DOMAINS[scenario.domain];
+  const prompts = promptSet(domain, scenario.prompts);
   const promptCharacters = parts.model.maxContext - sampling.maxTokens - 1; // one token per character at most, after a BOS
-  const shown = domain.seedReferences.length > 0 ? scenario.tasks.references : 0; // arith prompts show no references
-  const teacherConfig = { domain, taskTypes: scenario.tasks.types, perTeacher: scenario.tasks.perTeacher, references: shown, promptCharacters, rewards: scenario.rewards };
+  const shown = domain.seedReferences.length > 0 ? scenario.tasks.references : 0; // a domain without seed references shows none
+  const teacherConfig = { domain, prompts, taskTypes: scenario.tasks.types, perTeacher: scenario.tasks.perTeacher, references: shown, promptCharacters, rewards: scenario.rewards };
   const references = shown > 0 ? [...domain.seedReferences] : [];
   for (const m of members) {
     if (m.role === 'teacher') world.actor(m.id, restored<TeacherState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, proposals: [], references }), teacherHandler(teacherConfig));
-    else world.actor(m.id, restored<StudentState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, assignments: [], answers: [] }), studentHandler({ domain, answersPerTask: sampling.answersPerStudent }));
+    else world.actor(m.id, restored<StudentState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, assignments: [], answers: [] }), studentHandler({ domain, prompts, answersPerTask: sampling.answersPerStudent }));
   }
   world.actor(MATCHMAKER, restored<MatchmakerState>(MATCHMAKER, { roster: [], offers: [] }), matchmakerHandler(scenario.matchmaking));
   const records: MemberRecord[] = members.map((m) => ({ ...m, adapter: adapterName(m.id, 0), generation: 0, rating: scenario.rating.initial, rewards: [] }));

@@ -2,7 +2,8 @@
 // the recorded run did) and checks every file of the run folder against what the replay wrote: the event log
 // record by record (and byte for byte: bytes after the last record are named too), metrics.jsonl line by line,
 // lineage.json and summary.json field by field, each checkpoint's files byte for byte and against its manifest.
-// Identical means all of them agree; otherwise each difference is named by its file and where in it.
+// Identical means all of them agree; otherwise each difference is named by its file and where in it. A step's
+// wall-clock `timing` (metrics.jsonl, summary.json's last step) is not compared: no two runs take the same time.
 
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +15,7 @@ import { checkpointProblems, checkpointSteps, filesUnder, recordedScenario, type
 import { firstDifference, shown } from './differences.js';
 import { RunFolderError } from './durable.js';
 import { readEventLog, type RunEvent } from './event-log.js';
+import { withoutTiming } from './metrics.js';
 import { EVENTS_FILE, METRICS_FILE, runScenario, SCENARIO_FILE } from './run.js';
 import { LOCK_FILE } from './run-lock.js';
 
@@ -34,6 +36,8 @@ export interface ReplayOptions {
   backend?: Backend;
   verifierWorkers?: number;
 }
+
+const SUMMARY_FILE = 'summary.json';
 
 /** Files of a run folder that the replay does not check: the report is rendered from metrics and lineage. */
 const NOT_CHECKED = new Set(['report.html', LOCK_FILE]);
@@ -102,7 +106,7 @@ function folderDifferences(dir: string, scratch: string): string[] {
 function fileDifference(path: string, replayedPath: string, file: string): string[] {
   const [recorded, replayed] = [readFileSync(path), readFileSync(replayedPath)];
   if (recorded.equals(replayed)) return [];
-  if (file === METRICS_FILE) return [metricsDifference(path, recorded.toString('utf8'), replayed.toString('utf8'))];
+  if (file === METRICS_FILE) return metricsDifference(path, recorded.toString('utf8'), replayed.toString('utf8'));
   if (file.endsWith('.json')) {
     let value: unknown;
     try {
@@ -110,17 +114,29 @@ function fileDifference(path: string, replayedPath: string, file: string): strin
     } catch {
       return [`${path}: not valid JSON (the replay's is)`];
     }
-    const difference = firstDifference(value, JSON.parse(replayed.toString('utf8')));
+    const replayedValue: unknown = JSON.parse(replayed.toString('utf8'));
+    const difference = file === SUMMARY_FILE ? firstDifference(withoutTiming(value), withoutTiming(replayedValue)) : firstDifference(value, replayedValue);
     if (difference) return [`${path}: field "${difference.field}" is ${shown(difference.recorded)}, the replay has ${shown(difference.other)}`];
+    if (file === SUMMARY_FILE) return [];
   }
   let at = 0;
   while (at < recorded.length && recorded[at] === replayed[at]) at++;
   return [`${path}: differs from the replay's from byte ${at} (${recorded.length} bytes, the replay's ${replayed.length})`];
 }
 
-/** The first line of metrics.jsonl that differs from the replay's, and its first differing field. */
-function metricsDifference(path: string, recorded: string, replayed: string): string {
-  const [a, b] = [recorded.split('\n'), replayed.split('\n')];
+/** A metrics.jsonl line as replay compares it: without its wall-clock timing (a line that is not JSON as it is). */
+function comparable(line: string): string {
+  try {
+    return JSON.stringify(withoutTiming(JSON.parse(line)));
+  } catch {
+    return line;
+  }
+}
+
+/** The first line of metrics.jsonl that differs from the replay's (timing aside), and its first differing field. */
+function metricsDifference(path: string, recorded: string, replayed: string): string[] {
+  const [a, b] = [recorded.split('\n').map(comparable), replayed.split('\n').map(comparable)];
+  if (a.length === b.length && a.every((text, i) => text === b[i])) return [];
   const line = a.findIndex((text, i) => text !== b[i]);
   const at = line < 0 ? b.length - 1 : line;
   const [mine, theirs] = [a[at], b[at]];
@@ -132,11 +148,11 @@ function metricsDifference(path: string, recorded: string, replayed: string): st
     }
   };
   const [m, t] = [parse(mine), parse(theirs)];
-  if (mine === undefined || mine === '') return `${path}: line ${at + 1} is missing (the replay has step ${t?.step})`;
-  if (!m) return `${path}: line ${at + 1} is not JSON`;
-  if (!t) return `${path}: line ${at + 1} (step ${m.step}) is not in the replay's`;
+  if (mine === undefined || mine === '') return [`${path}: line ${at + 1} is missing (the replay has step ${t?.step})`];
+  if (!m) return [`${path}: line ${at + 1} is not JSON`];
+  if (!t) return [`${path}: line ${at + 1} (step ${m.step}) is not in the replay's`];
   const difference = firstDifference(m, t)!;
-  return `${path}: line ${at + 1} (step ${t.step}), field "${difference.field}" is ${shown(difference.recorded)}, the replay has ${shown(difference.other)}`;
+  return [`${path}: line ${at + 1} (step ${t.step}), field "${difference.field}" is ${shown(difference.recorded)}, the replay has ${shown(difference.other)}`];
 }
 
 /** One line naming an event: step, sender, message type and recipient. */

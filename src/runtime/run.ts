@@ -3,7 +3,7 @@
 //   RUN/scenario.json     the scenario as resolved (every default filled in, the model's path absolute): what
 //                         `replay` re-executes
 //   RUN/events.msgpack    every message, checksummed, with the run hash over them (event-log.ts)
-//   RUN/metrics.jsonl     one line per step (metrics.ts)
+//   RUN/metrics.jsonl     one line per step (metrics.ts; with a clock, the step's wall-clock timing too)
 //   RUN/checkpoints/step-N/   each member's adapter after N steps (PEFT layout), state.msgpack (everything a resume
 //                         needs) and manifest.json (checksums, the log's position, the scenario: checkpoints.ts)
 //   RUN/lineage.json      every evolutionary child: parents, operator, parameters, seed, step
@@ -21,9 +21,7 @@ import { MATCHMAKER, POPULATION_MANAGER, RUNTIME } from '../../actors/protocol.j
 import type { PopulationState } from '../../actors/population-manager.js';
 import type { Backend } from '../backend/backend.js';
 import { openBackend } from '../backend/select.js';
-import { ArithVerifierPool } from '../domains/arith/verifier-pool.js';
-import type { VerifierPool } from '../domains/domain.js';
-import { PythonVerifierPool } from '../domains/python/verifier-pool.js';
+import { domainNamed } from '../domains/index.js';
 import { checkScenarioLimits, type Scenario } from '../scenario/scenario.js';
 import { writeCheckpoint } from './checkpoints.js';
 import { asDiskFull, jsonText, nodeDisk, resumeAdvice, RunFolderError, writeFileDurably, type Disk } from './durable.js';
@@ -31,6 +29,7 @@ import { summarizeStep, type StepMetrics } from './metrics.js';
 import { buildModel, buildSimulation, initialAdapters, type Simulation } from './population.js';
 import { resumeRun, SCENARIO_FILE, startRun, type OpenedRun } from './resume.js';
 import { acquireRunLock } from './run-lock.js';
+import { StepTimer } from './step-timing.js';
 import { World, type Service } from './world.js';
 
 export { checkpointSteps, readCheckpointState, type CheckpointState } from './checkpoints.js';
@@ -56,6 +55,11 @@ export interface RunOptions {
   checkpointAt?: readonly number[];
   /** What writes and syncs go through (tests inject short writes and a full disk; bench/ times the syncs). */
   disk?: Disk;
+  /**
+   * A wall clock in ms (`populora run` passes performance.now): with it each step's metrics get `timing` (the
+   * verifier's throughput and share of the step). Only measured, never decided on: no actor sees it.
+   */
+  clock?: () => number;
 }
 
 export interface RunResult {
@@ -89,15 +93,19 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
 async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptions & { disk: Disk; scenarioFile: string }): Promise<RunResult> {
   const { outDir: dir, disk } = options;
   const { saved, log, metrics } = opened;
-  const workers = options.verifierWorkers ?? 1;
-  const pool: VerifierPool = scenario.domain === 'python' ? new PythonVerifierPool(workers, { fuel: scenario.tasks.fuel, wallClockGuardMs: scenario.tasks.guardMs }) : new ArithVerifierPool(workers);
+  const pool = domainNamed(scenario.domain).verifierPool(options.verifierWorkers ?? 1, { fuel: scenario.tasks.fuel, guardMs: scenario.tasks.guardMs });
+  const timer = options.clock ? new StepTimer(options.clock) : null;
+  const wrap = (service: Service) => {
+    const wrapped = options.wrapService?.(service) ?? service;
+    return timer ? timer.wrap(wrapped) : wrapped;
+  };
   const world = new World(scenario.seed, log);
   let backend: Backend | null = options.backend ?? null;
   let sim: Simulation | null = null;
   try {
     backend ??= await openBackend(scenario.backend);
     const parts = buildModel(scenario, backend, options.scenarioFile);
-    sim = buildSimulation(scenario, parts, world, pool, saved ? new Map(saved.actorStates) : null, options.wrapService);
+    sim = buildSimulation(scenario, parts, world, pool, saved ? new Map(saved.actorStates) : null, wrap);
     const coverage = new Set(saved?.coverage ?? []);
     if (saved) {
       saved.adapters.forEach((adapter, slot) => sim!.bank.load(slot, adapter));
@@ -127,8 +135,10 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
       }
       if (options.stopAfterSteps !== undefined && stepsRun >= options.stopAfterSteps) break;
       world.step = step;
+      timer?.startStep();
       await runStep(world, sim);
       last = summarizeStep(step, world.takeReports(), coverage);
+      if (timer) last.timing = timer.endStep();
       metrics.append(Buffer.from(`${JSON.stringify(last)}\n`));
       world.endStep();
       stepsRun++;

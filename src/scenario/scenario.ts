@@ -7,9 +7,9 @@ import { isAbsolute, resolve } from 'node:path';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { MAX_CONTEXT } from '../backend/backend.js';
-import { ARITH_TASK_TYPES } from '../domains/arith/tasks.js';
-import { DOMAIN_NAMES, DOMAINS } from '../domains/domain.js';
-import { CODE_TASK_TYPES } from '../domains/python/tasks.js';
+import type { Domain } from '../domains/domain.js';
+import { DEFAULT_DOMAIN, domainNamed, domainNames, isDomain } from '../domains/index.js';
+import { promptSet, resolvePrompts, TemplateError, type ScenarioPrompts } from '../domains/prompts.js';
 import { loadConfig } from '../model/checkpoint.js';
 import { TINY_CONFIGS, type LlamaConfig } from '../model/config.js';
 import { ModelFormatError } from '../model/errors.js';
@@ -17,7 +17,6 @@ import { LORA_MODULES, loraModuleShape } from '../model/peft.js';
 import { characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
 
 export const MATCHMAKING_POLICIES = ['self', 'within', 'cross', 'random', 'rating', 'pfsp'] as const;
-export const TASK_TYPES = [...ARITH_TASK_TYPES, ...CODE_TASK_TYPES] as const;
 
 /**
  * Upper bounds of the counts, so that a typo (an extra zero or three) is refused at load instead of met as a hang
@@ -31,6 +30,8 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` }).max(max, { error: `expected an integer from ${min} to ${max}` });
 const positive = z.number({ error: 'expected a number' }).positive({ error: 'expected a positive number' });
 const probability = z.number({ error: 'expected a number' }).min(0, { error: 'expected a number in [0, 1]' }).max(1, { error: 'expected a number in [0, 1]' });
+
+const domainsExpected = () => `expected one of ${domainNames().join(', ')}`;
 
 /** What a sampling temperature may be (a scenario's, and `populora generate --temperature`'s). */
 export const TEMPERATURE_EXPECTED = 'expected a number >= 0 (0 = greedy)';
@@ -49,7 +50,9 @@ export const scenarioSchema = z.strictObject({
   steps: int(1, LIMITS.steps),
   backend: z.enum(['webgpu', 'cpu', 'auto']).default('auto'),
   model: modelSchema,
-  domain: z.enum(DOMAIN_NAMES, { error: `expected one of ${DOMAIN_NAMES.join(', ')}` }).default('arith'),
+  domain: z.string({ error: domainsExpected }).refine(isDomain, { error: domainsExpected }).default(DEFAULT_DOMAIN), // a domain of the registry (src/domains/index.ts)
+  // the domain's prompt templates (domains that have them): a mapping, or a YAML file beside the scenario (src/domains/prompts.ts)
+  prompts: z.union([z.string(), z.record(z.string(), z.unknown())], { error: 'expected a mapping of templates, or the path of a YAML file holding one' }).optional(),
   population: z.strictObject({
     subpopulations: int(1, LIMITS.groupSize).default(1),
     teachers: int(1, LIMITS.groupSize).default(1), // per sub-population
@@ -63,10 +66,10 @@ export const scenarioSchema = z.strictObject({
   }).prefault({}),
   tasks: z.strictObject({
     perTeacher: int(1, LIMITS.perTeacher).default(2), // proposals per teacher per task type per step
-    types: z.array(z.enum(TASK_TYPES, { error: `expected one of ${TASK_TYPES.join(', ')}` })).min(1).optional(), // default: all of the domain's
-    references: int(0, LIMITS.references).default(3), // reference tasks in a teacher's prompt (domains that use them: python)
-    fuel: int(1000, LIMITS.fuel).default(100_000), // python: steps a program may take per run (lines and jumps)
-    guardMs: int(100, LIMITS.guardMs).default(5_000), // python: wall-clock safety net per verifier job; when it fires, a fault, never a verdict
+    types: z.array(z.string({ error: 'expected a task type name' })).min(1).optional(), // default: all of the domain's
+    references: int(0, LIMITS.references).default(3), // reference tasks in a teacher's prompt (domains that use them)
+    fuel: int(1000, LIMITS.fuel).default(100_000), // verifiers that run programs: steps a program may take per run (lines and jumps)
+    guardMs: int(100, LIMITS.guardMs).default(5_000), // such verifiers' wall-clock safety net per job; when it fires, a fault, never a verdict
   }).prefault({}),
   matchmaking: z.strictObject({
     policy: z.enum(MATCHMAKING_POLICIES, { error: `expected one of ${MATCHMAKING_POLICIES.join(', ')}` }).default('cross'),
@@ -115,10 +118,11 @@ export const scenarioSchema = z.strictObject({
 });
 
 type ParsedScenario = z.infer<typeof scenarioSchema>;
-/** A scenario with the defaults that depend on other fields filled in (task types, students per task). */
-export type Scenario = ParsedScenario & {
-  tasks: ParsedScenario['tasks'] & { types: (typeof TASK_TYPES)[number][] };
+/** A scenario with the defaults that depend on other fields filled in (task types, students per task, prompts). */
+export type Scenario = Omit<ParsedScenario, 'prompts'> & {
+  tasks: ParsedScenario['tasks'] & { types: string[] };
   matchmaking: ParsedScenario['matchmaking'] & { studentsPerTask: number };
+  prompts?: ScenarioPrompts; // absent for a domain without templates
 };
 
 export class ScenarioError extends Error {}
@@ -149,8 +153,8 @@ export function parseYamlWith<T extends z.ZodType>(schema: T, text: string, file
  * the same model from any working directory.
  */
 export function parseScenario(text: string, file: string, options: { relativeTo?: string } = {}): Scenario {
-  const parsed = parseYamlWith(scenarioSchema, text, file);
-  const domain = DOMAINS[parsed.domain];
+  const { prompts: givenPrompts, ...parsed } = parseYamlWith(scenarioSchema, text, file);
+  const domain = domainNamed(parsed.domain);
   const types = parsed.tasks.types ?? [...domain.taskTypes];
   const foreign = types.find((type) => !domain.taskTypes.includes(type));
   if (foreign) throw new ScenarioError(`${file}: field "tasks.types": "${foreign}" is not a task type of the ${domain.name} domain (use ${domain.taskTypes.join(', ')})`);
@@ -163,9 +167,20 @@ export function parseScenario(text: string, file: string, options: { relativeTo?
   }
   const studentsPerTask = parsed.matchmaking.studentsPerTask ?? Math.min(2, studentsATaskCanMeet({ ...parsed, matchmaking: { policy, studentsPerTask: 0 } }));
   const model = 'path' in parsed.model ? { ...parsed.model, path: modelFolder(parsed.model.path, file, options.relativeTo ?? process.cwd()) } : parsed.model;
-  const scenario: Scenario = { ...parsed, model, tasks: { ...parsed.tasks, types }, matchmaking: { policy, studentsPerTask } };
+  const prompts = scenarioPrompts(domain, givenPrompts, file, model);
+  const scenario: Scenario = { ...parsed, model, tasks: { ...parsed.tasks, types }, matchmaking: { policy, studentsPerTask }, ...(prompts === undefined ? {} : { prompts }) };
   checkScenarioLimits(scenario, file);
   return scenario;
+}
+
+/** The domain's prompts as the run records them (src/domains/prompts.ts); a bad template is refused by its field. */
+function scenarioPrompts(domain: Domain, given: unknown, file: string, model: Scenario['model']): ScenarioPrompts | undefined {
+  try {
+    return resolvePrompts(domain, given, file, model);
+  } catch (error) {
+    if (error instanceof TemplateError) throw new ScenarioError(`${file}: field "${error.field}": ${error.message}`);
+    throw error;
+  }
 }
 
 /** The absolute path of a scenario's model folder, which must exist. */
@@ -193,10 +208,10 @@ export function presetModel(scenario: Scenario, file: string): { config: LlamaCo
   if (!('preset' in scenario.model)) throw new Error('presetModel: the scenario names a model folder');
   const config = TINY_CONFIGS[scenario.model.preset];
   if (!config) throw new ScenarioError(`${file}: field "model.preset": unknown preset "${scenario.model.preset}" (one of ${Object.keys(TINY_CONFIGS).join(', ')})`);
-  const domain = DOMAINS[scenario.domain];
+  const domain = domainNamed(scenario.domain);
   const { tokenizer } = characterTokenizer(domain.alphabet, `the ${scenario.model.preset} preset's character tokenizer`);
-  // A preset grows to its domain: the vocabulary to its characters (Python's printable ASCII is more than
-  // arith's 64), the context to its prompts (a program and reference tasks, one token per character).
+  // A preset grows to its domain: the vocabulary to its characters (printable ASCII is more than 64), the
+  // context to its prompts (a program and reference tasks, one token per character).
   return { config: { ...config, vocabSize: vocabularyCovering(config.vocabSize, tokenizer), maxPositionEmbeddings: Math.max(config.maxPositionEmbeddings, domain.presetContext) }, tokenizer };
 }
 
@@ -233,12 +248,15 @@ export function checkScenarioLimits(scenario: Scenario, file: string): void {
   if (members > LIMITS.members) fail(teachers >= students ? 'population.teachers' : 'population.students', `${subpopulations} sub-population(s) of ${teachers} teacher(s) and ${students} student(s) make ${members} members, more than the ${LIMITS.members} a run holds`);
   const canMeet = studentsATaskCanMeet(scenario);
   if (scenario.matchmaking.studentsPerTask > canMeet) fail('matchmaking.studentsPerTask', `${scenario.matchmaking.studentsPerTask} students per task, but under "${scenario.matchmaking.policy}" a task can go to ${canMeet} student(s) of this population; use at most ${canMeet}, or add students`);
-  const needed = DOMAINS[scenario.domain].minimumTokens(scenario.tasks.types);
-  if (scenario.sampling.maxTokens < needed) fail('sampling.maxTokens', `${scenario.sampling.maxTokens} tokens cannot hold the shortest ${scenario.tasks.types.join('/')} proposal; use at least ${needed} (${scenario.domain === 'arith' ? '24' : '256'} or more leaves room for real tasks)`);
+  const domain = domainNamed(scenario.domain);
+  const needed = domain.minimumTokens(scenario.tasks.types);
+  if (scenario.sampling.maxTokens < needed) fail('sampling.maxTokens', `${scenario.sampling.maxTokens} tokens cannot hold the shortest ${scenario.tasks.types.join('/')} proposal; use at least ${needed} (${domain.tokenBudgetHint} or more leaves room for real tasks)`);
 
   const config = modelConfig(scenario, file);
   const context = Math.min(config.maxPositionEmbeddings, MAX_CONTEXT);
-  const prompt = Math.max(...scenario.tasks.types.map((type) => DOMAINS[scenario.domain].proposalPrompt(type, []).length)) + 1; // and a BOS
+  const prompts = promptSet(domain, scenario.prompts);
+  const prompt = Math.max(...scenario.tasks.types.map((type) => domain.proposalPrompt(type, [], prompts).prompt.length)) + 1; // and a BOS
+  if (prompt >= context) fail(scenario.prompts ? 'prompts' : 'sampling.maxTokens', `a ${prompt}-token prompt leaves no room for an answer in the model's ${context}-token context; use shorter prompts (prompts.style: plain) or a model with a longer context`);
   if (scenario.sampling.maxTokens + prompt > context) fail('sampling.maxTokens', `${scenario.sampling.maxTokens} tokens leave no room in the model's ${context}-token context for a ${prompt}-token prompt; use at most ${context - prompt}`);
   for (const module of lora.modules) {
     const { inFeatures, outFeatures } = loraModuleShape(config, module);

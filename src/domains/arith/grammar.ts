@@ -4,8 +4,10 @@
 // remaining token budget, and lets end-of-sequence through only when the output is complete. So every proposal
 // and answer is well-formed, even from a random model, and never cut off mid-expression.
 
-import type { TextTokenizer } from '../../model/tokenizer.js';
+import type { TokenTexts } from '../../model/token-texts.js';
 import { LIMITS } from './expr.js';
+
+export { tokenTexts, type TokenTexts } from '../../model/token-texts.js'; // where src/train/pretrain.ts looks for them
 
 export type Field = { kind: 'expr' } | { kind: 'int'; digits: number } | { kind: 'literal'; text: string };
 export type Format = readonly Field[];
@@ -126,18 +128,6 @@ export function charactersToComplete(format: Format, s: RecognizerState): number
   }
   const rest = format.slice(s.field + 1).reduce((n, g) => n + (g.kind === 'literal' ? g.text.length : 1), 0);
   return here + rest;
-}
-
-/** The text of every token id ('' for specials and ids past the tokenizer: never allowed) and end-of-sequence. */
-export interface TokenTexts {
-  texts: readonly string[]; // [vocabSize]
-  eos: number;
-}
-
-/** The token texts of a model whose vocabulary (`vocabSize`, often padded) covers the tokenizer's. */
-export function tokenTexts(tokenizer: TextTokenizer, vocabSize: number): TokenTexts {
-  if (tokenizer.eosTokenId === null) throw new RangeError("the model's tokenizer has no end-of-sequence token: generation under a grammar needs one");
-  return { texts: Array.from({ length: vocabSize }, (_, id) => (id < tokenizer.vocabSize ? tokenizer.decode([id]) : '')), eos: tokenizer.eosTokenId };
 }
 
 /**

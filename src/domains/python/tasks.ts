@@ -2,8 +2,10 @@
 //   code_o  program + input        → predict the output  (compared as Python values, "[1,2]" equals "[1, 2]")
 //   code_i  program + output       → any input whose output equals it
 //   code_f  input/output pairs     → a program that matches them all (half shown, half held out)
-// A teacher writes a program in a fenced block and its inputs in ```input blocks (or as f(...) lines); parsing is
-// lenient, and what cannot be parsed is a format error, recorded as the proposal's invalid reason.
+// A teacher writes a program in a fenced block and its inputs in ```input blocks (or as f(...) lines); a code_f
+// teacher may add a ```message for the students (AZR's). Where a text holds AZR's <answer> tags, only the answer
+// is read (what a <think> before it drafted does not count). Parsing is lenient, and what cannot be parsed is a
+// format error, recorded as the proposal's invalid reason. The prompts are in prompts.ts.
 
 import type { AnswerCheck, TaskMetrics } from '../domain.js';
 import { DEFAULT_FUEL, type PythonExecutor, type ProgramMetrics } from './executor.js';
@@ -19,6 +21,7 @@ export interface CodeTask {
   outputs: string[];
   inputTypes: string[];
   outputTypes: string[];
+  message?: string; // code_f: the teacher's note to the students (AZR's), when it wrote one
 }
 
 export const FUNCTION_PAIRS = { min: 4, max: 8 }; // code_f: inputs a proposal must give
@@ -30,12 +33,25 @@ export type CodeValidation = { valid: true; task: CodeTask; fuelUsed: number; me
 
 const FENCE = /```[ \t]*([A-Za-z_]*)[ \t]*\n([\s\S]*?)```/g;
 
+/** The part of a model's text that answers: the last <answer>…</answer> (AZR's), else what follows </think>, else all. */
+export function answerOf(text: string): string {
+  const start = text.lastIndexOf('<answer>');
+  if (start >= 0) {
+    const body = text.slice(start + '<answer>'.length);
+    const end = body.indexOf('</answer>');
+    return end < 0 ? body : body.slice(0, end);
+  }
+  const thought = text.lastIndexOf('</think>');
+  return thought < 0 ? text : text.slice(thought + '</think>'.length);
+}
+
 function fencedBlocks(text: string): Array<{ tag: string; body: string }> {
   return [...text.matchAll(FENCE)].map((m) => ({ tag: m[1]!.toLowerCase(), body: m[2]!.replace(/\s+$/, '') }));
 }
 
 /** The program: a fenced python (or untagged) block defining f, else the text from "def f" on. */
-export function parseProgram(text: string): string | null {
+export function parseProgram(model: string): string | null {
+  const text = answerOf(model);
   const block = fencedBlocks(text).find((b) => (b.tag === 'python' || b.tag === 'py' || b.tag === '') && /\bdef f\s*\(/.test(b.body));
   if (block) return block.body;
   const start = text.search(/^def f\s*\(/m);
@@ -47,41 +63,32 @@ export function parseProgram(text: string): string | null {
 const argumentsOf = (text: string) => text.trim().replace(/^f\(([\s\S]*)\)$/, '$1').trim();
 
 /** Inputs: ```input blocks, else lines of the form f(...) outside the program. */
-export function parseInputs(text: string): string[] {
+export function parseInputs(model: string): string[] {
+  const text = answerOf(model);
   const blocks = fencedBlocks(text).filter((b) => b.tag === 'input').map((b) => argumentsOf(b.body));
   if (blocks.length > 0) return blocks;
   return text.split('\n').map((line) => line.trim()).filter((line) => /^f\(.*\)$/.test(line)).map(argumentsOf);
 }
 
 /** A single answer value (code_o's output, code_i's input): its tagged block, else the whole text. */
-export function parseValue(text: string, tag: 'output' | 'input'): string {
+export function parseValue(model: string, tag: 'output' | 'input'): string {
+  const text = answerOf(model);
   const value = (fencedBlocks(text).find((b) => b.tag === tag)?.body ?? text).trim();
   return tag === 'input' ? argumentsOf(value) : value;
 }
 
-// ---- prompts -------------------------------------------------------------------------------------------------
+/** A code_f teacher's message to the students: its ```message block, if any. */
+export function parseMessage(model: string): string | undefined {
+  return fencedBlocks(answerOf(model)).find((b) => b.tag === 'message')?.body.trim() || undefined;
+}
+
+// ---- a proposal's text ------------------------------------------------------------------------------------------
 
 const fence = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
 
 /** A proposal written the way teachers are asked to: the program's block, then one input block per input. */
 export function proposalText(program: string, inputs: readonly string[]): string {
   return [fence('python', program), ...inputs.map((input) => fence('input', input))].join('\n');
-}
-
-const showTask = (task: CodeTask) => proposalText(task.program, task.inputs);
-
-/** A teacher's prompt: K reference tasks of the buffer, then the request for a new one of the type. */
-export function proposalPrompt(type: CodeTaskType, references: readonly CodeTask[]): string {
-  const wanted = type === 'code_f' ? `${FUNCTION_PAIRS.min} to ${FUNCTION_PAIRS.max} inputs` : 'one input';
-  const shown = references.map((task, i) => `## Reference ${i + 1}\n${showTask(task)}`).join('\n');
-  return `${shown}\n## New ${type} task: a deterministic function f in a python block, then ${wanted}, each in an input block.\n`;
-}
-
-export function solvePrompt(task: CodeTask): string {
-  if (task.type === 'code_o') return `${fence('python', task.program)}\n${fence('input', task.inputs[0]!)}\n## Output of f(input):\n`;
-  if (task.type === 'code_i') return `${fence('python', task.program)}\n${fence('output', task.outputs[0]!)}\n## An input giving this output:\n`;
-  const pairs = task.inputs.slice(0, shownPairs(task)).map((input, i) => `f(${input}) == ${task.outputs[i]}`);
-  return `${pairs.join('\n')}\n## A function f in a python block matching these and more:\n`;
 }
 
 // ---- validation and checks -----------------------------------------------------------------------------------
@@ -94,9 +101,12 @@ export function taskMetrics(type: CodeTaskType, program: ProgramMetrics, inputTy
   return { size: program.nodes, depth: program.depth, cyclomatic: program.cyclomatic, operators: types, signature: `${type}:${types.join(',')}:${band}`, program: program.hash };
 }
 
-/** A teacher's proposal → a task: parsed, run twice (the second time with the allocator moved), both runs equal. */
-export function validateProposal(executor: PythonExecutor, type: CodeTaskType, text: string, fuel = DEFAULT_FUEL): CodeValidation {
-  const program = parseProgram(text);
+/**
+ * A teacher's proposal → a task: parsed, run twice (the second time with the allocator moved), both runs equal.
+ * `given` is what the teacher's prompt supplied of it (a program to write inputs for): its program is the task's.
+ */
+export function validateProposal(executor: PythonExecutor, type: CodeTaskType, text: string, fuel = DEFAULT_FUEL, given = ''): CodeValidation {
+  const program = parseProgram(given) ?? parseProgram(text);
   if (program === null) return { valid: false, reason: 'format: no program defining f (a ```python block, or a line starting "def f(")' };
   const inputs = [...new Set(parseInputs(text))];
   if (inputs.length === 0) return { valid: false, reason: 'format: no input (an ```input block, or a line "f(...)")' };
@@ -107,7 +117,8 @@ export function validateProposal(executor: PythonExecutor, type: CodeTaskType, t
   const second = executor.run(program, wanted, fuel);
   if (!first.ok) return { valid: false, reason: `${first.reason}: ${first.detail}` };
   if (JSON.stringify(first) !== JSON.stringify(second)) return { valid: false, reason: 'nondeterministic: two runs of the program disagree' };
-  const task: CodeTask = { type, program, inputs: wanted, outputs: first.outputs, inputTypes: first.inputTypes, outputTypes: first.outputTypes };
+  const message = type === 'code_f' ? parseMessage(text) : undefined;
+  const task: CodeTask = { type, program, inputs: wanted, outputs: first.outputs, inputTypes: first.inputTypes, outputTypes: first.outputTypes, ...(message === undefined ? {} : { message }) };
   return { valid: true, task, fuelUsed: first.fuel, metrics: taskMetrics(type, first.metrics, first.inputTypes, first.outputTypes) };
 }
 

@@ -9,5 +9,5 @@ import { checkAnswer, validateProposal, type CodeTask, type CodeTaskType } from 
 export function verifyCode(python: PythonExecutor, job: VerifyJob, fuel: number): VerifyOutcome {
   python.restore();
   if (job.kind === 'check') return { kind: 'check', check: checkAnswer(python, job.task as CodeTask, job.answer, fuel) };
-  return { kind: 'validate', validation: validateProposal(python, job.taskType as CodeTaskType, job.text, fuel) };
+  return { kind: 'validate', validation: validateProposal(python, job.taskType as CodeTaskType, job.text, fuel, job.given) };
 }

@@ -5,10 +5,11 @@
 // twice), still with its JSON; 1 for bad usage (a missing file, a missing option).
 
 import { existsSync, readFileSync } from 'node:fs';
-import type { VerifyJob, VerifyOutcome } from '../domains/domain.js';
-import { CODE_TASK_TYPES, proposalText, type CodeTask, type CodeTaskType } from '../domains/python/tasks.js';
-import { PythonVerifierPool } from '../domains/python/verifier-pool.js';
-import { UsageError } from './run-command.js';
+import { UsageError } from '../../cli/usage-error.js';
+import type { DomainCommand, VerifyJob, VerifyOutcome } from '../domain.js';
+import { DEFAULT_FUEL } from './executor.js';
+import { CODE_TASK_TYPES, proposalText, type CodeTask, type CodeTaskType } from './tasks.js';
+import { DEFAULT_WALL_CLOCK_GUARD_MS, PythonVerifierPool } from './verifier-pool.js';
 
 export interface VerifyOptions {
   type: CodeTaskType;
@@ -21,6 +22,22 @@ export interface VerifyOptions {
 }
 
 const EXIT_FAULT = 3;
+
+/** The command as the domain adds it to `populora` (src/cli/main.ts registers every domain's commands). */
+export const VERIFY_COMMAND: DomainCommand = {
+  name: 'verify',
+  description: 'run one code-domain task in the Python sandbox and print the verdict as JSON (valid, correct, reason, fuel)',
+  options: [
+    { flags: '--type <type>', description: 'code_o | code_i | code_f', required: true },
+    { flags: '--program <file>', description: 'Python source defining f', required: true },
+    { flags: '--input <args>', description: 'an argument list, e.g. "[1, 2], 3" (code_f: give it 4 or more times)', repeatable: true },
+    { flags: '--output <value>', description: "code_i: the output to reach (without --input); otherwise checked against the program's output" },
+    { flags: '--answer <text>', description: "a student's answer: code_o an output, code_i an input, code_f a program (@FILE reads a file)" },
+    { flags: '--fuel <steps>', description: 'steps (lines and jumps) the program may take', integer: true, default: DEFAULT_FUEL },
+    { flags: '--guard-ms <ms>', description: 'wall-clock safety net per job: past it the job is an infrastructure fault (exit 3), never a verdict', integer: true, default: DEFAULT_WALL_CLOCK_GUARD_MS },
+  ],
+  run: (options) => verifyCommand(options as unknown as VerifyOptions),
+};
 
 function readText(file: string, what: string): string {
   if (!existsSync(file)) throw new UsageError(`${what} ${file} does not exist`);

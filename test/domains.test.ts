@@ -1,0 +1,134 @@
+// The domain extension point: the registry names every domain, and a domain registered here, in this file only
+// (a word to reverse, its own token mask and an in-process verifier), is a scenario's `domain` and runs end to
+// end: its mask shapes every proposal, its verdicts are the reversal the test computes itself, the run replays
+// identically. The same run, given a clock, records each step's verifier throughput in metrics.jsonl, which the
+// replay leaves out of what it compares (and only that).
+
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { Domain, Task, VerifierPool, VerifyJob, VerifyOutcome } from '../src/domains/domain.js';
+import { domainNamed, domainNames, registerDomain } from '../src/domains/index.js';
+import { readEventLog, type RunEvent } from '../src/runtime/event-log.js';
+import type { StepMetrics } from '../src/runtime/metrics.js';
+import { replayRun } from '../src/runtime/replay.js';
+import { runScenario } from '../src/runtime/run.js';
+import { parseScenario } from '../src/scenario/scenario.js';
+
+interface WordTask extends Task {
+  type: 'reverse';
+  word: string;
+}
+
+const reverse = (word: string) => [...word].reverse().join('');
+
+/** Validates a word of 1 to 8 lowercase letters, checks an answer against its reversal; in process, in job order. */
+class ReversePool implements VerifierPool {
+  async verify(jobs: readonly VerifyJob[]): Promise<VerifyOutcome[]> {
+    return jobs.map((job): VerifyOutcome => {
+      if (job.kind === 'check') {
+        const word = (job.task as WordTask).word;
+        return { kind: 'check', check: job.answer === reverse(word) ? { correct: true, reason: 'correct' } : { correct: false, reason: 'not the reversal' } };
+      }
+      if (!/^[a-z]{1,8}$/.test(job.text)) return { kind: 'validate', validation: { valid: false, reason: 'format: not a word' } };
+      const task: WordTask = { type: 'reverse', word: job.text };
+      return { kind: 'validate', validation: { valid: true, task, fuelUsed: job.text.length, metrics: { size: job.text.length, depth: 1, operators: [], signature: `reverse:${job.text.length}` } } };
+    });
+  }
+
+  async close(): Promise<void> {}
+}
+
+const reverseDomain: Domain = {
+  name: 'reverse-test',
+  taskTypes: ['reverse'],
+  alphabet: 'abcdefghijklmnopqrstuvwxyz>?',
+  presetContext: 0,
+  seedReferences: [],
+  prompts: null,
+  proposalPrompt: () => ({ prompt: '>', given: '' }),
+  solvePrompt: (task) => `${(task as WordTask).word}?`,
+  // Letters while there is room for the end-of-sequence after them; the end once there is a letter.
+  tokenMask: (_format, vocab) => (text, remainingTokens) => {
+    const mask = new Uint32Array(Math.ceil(vocab.texts.length / 32));
+    const allow = (id: number) => (mask[id >>> 5]! |= 1 << (id & 31));
+    if (text.length > 0) allow(vocab.eos);
+    if (remainingTokens >= 2) vocab.texts.forEach((t, id) => /^[a-z]+$/.test(t) && id !== vocab.eos && allow(id));
+    return mask;
+  },
+  minimumTokens: () => 2,
+  tokenBudgetHint: 8,
+  verifierPool: () => new ReversePool(),
+};
+
+const scenarioText = `
+name: reverse
+seed: 11
+steps: 2
+backend: cpu
+model: { preset: tiny, seed: 2 }
+domain: reverse-test
+population: { subpopulations: 2, teachers: 1, students: 1, lora: { rank: 2 } }
+tasks: { perTeacher: 3 }
+sampling: { answersPerStudent: 2, maxTokens: 6 }
+`;
+
+const messagesOf = <T>(events: RunEvent[], type: string) => events.filter((e) => e.type === type).map((e) => ({ step: e.step, message: (e.payload as { message: T }).message }));
+
+describe('the domain registry', () => {
+  it('names the built-in domains, and refuses an unknown name or a second domain of a name', () => {
+    expect(domainNames().slice(0, 2)).toEqual(['arith', 'python']);
+    expect(domainNamed('python').taskTypes).toEqual(['code_o', 'code_i', 'code_f']);
+    expect(() => domainNamed('chess')).toThrow(/^no domain named "chess" \(the domains are arith, python/);
+    expect(() => registerDomain({ ...reverseDomain, name: 'arith' })).toThrow(/a domain named "arith" is already registered/);
+    expect(() => parseScenario('name: x\nseed: 1\nsteps: 1\nmodel: { preset: tiny }\ndomain: chess\n', 'x.yaml')).toThrow(/^x\.yaml: field "domain": expected one of arith, python/);
+  });
+
+  it('takes a domain registered at run time: a scenario names it, and it runs end to end through its own mask and verifier', async () => {
+    registerDomain(reverseDomain);
+    const scenario = parseScenario(scenarioText, 'reverse.yaml');
+    expect(scenario.tasks.types).toEqual(['reverse']);
+    expect(scenario).not.toHaveProperty('prompts');
+    expect(() => parseScenario(`${scenarioText}\n`.replace('tasks: { perTeacher: 3 }', 'tasks: { types: [deduce] }'), 'r.yaml')).toThrow(/field "tasks\.types": "deduce" is not a task type of the reverse-test domain \(use reverse\)/);
+    expect(() => parseScenario(scenarioText.replace('maxTokens: 6', 'maxTokens: 1'), 'r.yaml')).toThrow(/field "sampling\.maxTokens": 1 tokens cannot hold the shortest reverse proposal; use at least 2 \(8 or more leaves room for real tasks\)/);
+
+    let now = 0;
+    const outDir = mkdtempSync(join(tmpdir(), 'populora-reverse-'));
+    const result = await runScenario(scenario, { outDir, clock: () => (now += 5) }); // a clock that ticks 5 ms a read
+    const { events } = readEventLog(join(outDir, 'events.msgpack'));
+
+    // The mask: every proposal is a word of 1 to 5 letters (6 tokens, the last one the end).
+    const proposals = messagesOf<{ results: Array<{ text: string }> }>(events.filter((e) => (e.payload as { to: string }).to.startsWith('teacher')), 'generated').flatMap((m) => m.message.results);
+    expect(proposals).toHaveLength(2 * 2 * 3); // 2 teachers, 2 steps, 3 proposals each
+    for (const { text } of proposals) expect(text).toMatch(/^[a-z]{1,5}$/);
+
+    // The verifier: each answer is correct exactly when it is the word reversed.
+    const asked = new Map(messagesOf<{ requests: Array<{ task: WordTask; answers: Array<{ requestId: number; answer: string }> }> }>(events, 'check').flatMap((m) => m.message.requests.flatMap((r) => r.answers.map((a) => [a.requestId, { word: r.task.word, answer: a.answer }] as const))));
+    const verdicts = messagesOf<{ results: Array<{ requestId: number; check: { correct: boolean } }> }>(events, 'checked').flatMap((m) => m.message.results);
+    expect(verdicts.length).toBe(asked.size);
+    expect(verdicts.length).toBeGreaterThan(0);
+    for (const v of verdicts) expect(v.check.correct).toBe(asked.get(v.requestId)!.answer === reverse(asked.get(v.requestId)!.word));
+
+    // Timing: each step's validations and checks are the verifier's replies of that step.
+    const metrics = readFileSync(join(outDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as StepMetrics);
+    for (const m of metrics) {
+      const count = (type: string) => messagesOf<{ results: unknown[] }>(events, type).filter((e) => e.step === m.step).reduce((n, e) => n + e.message.results.length, 0);
+      expect(m.timing).toMatchObject({ validations: count('validated'), checks: count('checked') });
+      expect(m.timing!.verifierMs).toBeGreaterThan(0); // each batch took one 5 ms tick
+      expect(m.timing!.verifierShare).toBeCloseTo(m.timing!.verifierMs / m.timing!.stepMs, 12);
+      expect(m.timing!.validationsPerSecond).toBeGreaterThan(0);
+    }
+
+    // The replay has no clock, so no timing: still identical. A changed timing is not a difference; any other field is.
+    expect(await replayRun(outDir)).toMatchObject({ identical: true, hash: result.hash });
+    const metricsFile = join(outDir, 'metrics.jsonl');
+    const original = readFileSync(metricsFile, 'utf8');
+    const edited = (edit: (m: StepMetrics) => void) => original.trim().split('\n').map((l) => { const m = JSON.parse(l) as StepMetrics; edit(m); return JSON.stringify(m); }).join('\n') + '\n';
+    writeFileSync(metricsFile, edited((m) => (m.timing!.stepMs *= 2)));
+    expect((await replayRun(outDir)).identical).toBe(true);
+    writeFileSync(metricsFile, edited((m) => (m.validity = 0.5)));
+    const verdict = await replayRun(outDir);
+    expect(verdict.differences).toEqual([expect.stringMatching(/metrics\.jsonl: line 1 \(step 0\), field "validity" is 0\.5, the replay has 1$/)]);
+  });
+});
