@@ -1,7 +1,8 @@
 // The evaluator: scores every member on a fixed set of held-out tasks (src/evaluation/held-out.ts), answered
 // greedily (temperature 0) and checked by the verifier, so that "beats the baseline" is measured the way the
 // paper measures it: on tasks the population never proposed. A held-out task a teacher proposed during the run
-// is dropped from every later score (the matchmaker names it); how many were dropped is reported.
+// (the matchmaker names it) stops counting in that score; how many were dropped is reported, and so is the score
+// on the whole set, which every run of a comparison shares.
 // The population manager asks at evaluation steps (before evolution, so the scored members are the ones that
 // played the step) and waits for `evaluated`. Members that share an adapter (self-play twins) share a score.
 
@@ -43,7 +44,7 @@ export interface EvaluationReport {
   tasks: number; // scored: the held-out set less the excluded
   excluded: number;
   faults: number; // answers the verifier could not judge (not counted)
-  members: Record<string, { role: Role; solveRate: number | null }>;
+  members: Record<string, { role: Role; solveRate: number | null; solveRateAllTasks: number | null }>; // on the tasks never proposed; on the whole set
 }
 
 export const initialEvaluatorState = (): EvaluatorState => ({ excluded: [], members: [], replyTo: null, answers: [] });
@@ -55,22 +56,18 @@ export const evaluatorHandler =
       case 'proposed':
         return { ...state, excluded: [...new Set([...state.excluded, ...message.heldOut])].sort((a, b) => a - b) };
       case 'evaluate': {
-        const excluded = new Set(state.excluded);
         const slots = [...new Set(message.members.map((m) => m.slot))].sort((a, b) => a - b);
         const answers: PendingAnswer[] = [];
         const request: GenerateRequest = { type: 'generate', replyTo: self, requests: [] };
         for (const slot of slots) {
           config.tasks.forEach((task, i) => {
-            if (excluded.has(i)) return;
             const requestId = world.requestId();
             request.requests.push({ requestId, slot, prompt: config.domain.solvePrompt(task), format: `answer/${task.type}`, greedy: true });
             answers.push({ requestId, slot, task: i, correct: null, fault: false });
           });
         }
-        const next = { ...state, members: message.members, replyTo: message.replyTo, answers };
-        if (answers.length === 0) return finish(next, config, world, self); // every held-out task was proposed
         world.send(self, ENGINE, request);
-        return next;
+        return { ...state, members: message.members, replyTo: message.replyTo, answers };
       }
       case 'generated': {
         const byId = new Map(state.answers.map((a) => [a.requestId, a]));
@@ -99,15 +96,16 @@ export const evaluatorHandler =
 
 /** Reports the scores of a finished evaluation and tells the asker. */
 function finish(state: EvaluatorState, config: EvaluatorConfig, world: World, self: string): EvaluatorState {
-  const score = (slot: number) => {
-    const judged = state.answers.filter((a) => a.slot === slot && !a.fault);
+  const excluded = new Set(state.excluded);
+  const score = (slot: number, allTasks: boolean) => {
+    const judged = state.answers.filter((a) => a.slot === slot && !a.fault && (allTasks || !excluded.has(a.task)));
     return judged.length === 0 ? null : judged.filter((a) => a.correct).length / judged.length;
   };
   const report: EvaluationReport = {
     tasks: config.tasks.length - state.excluded.length,
     excluded: state.excluded.length,
     faults: state.answers.filter((a) => a.fault).length,
-    members: Object.fromEntries(state.members.map((m) => [m.id, { role: m.role, solveRate: score(m.slot) }])),
+    members: Object.fromEntries(state.members.map((m) => [m.id, { role: m.role, solveRate: score(m.slot, false), solveRateAllTasks: score(m.slot, true) }])),
   };
   world.report('evaluation', report);
   world.send(self, state.replyTo!, { type: 'evaluated' });

@@ -61,6 +61,7 @@ describe('a run with a held-out evaluation', () => {
       for (const [id, rate] of Object.entries(heldOut!.members)) expect(rate, id).toBeCloseTo(expected, 12);
       expect(heldOut!.solveRate).toBeCloseTo(expected, 12);
       expect(heldOut!.best).toBeCloseTo(expected, 12);
+      expect(heldOut!.solveRateAllTasks).toBeCloseTo(expected, 12);
     }
     expect(metrics.at(-1)!.evolution.length).toBeGreaterThan(0); // evolution at the last step waited for the evaluation, then happened
     const summary = JSON.parse(readFileSync(join(outDir, 'summary.json'), 'utf8')) as { last: StepMetrics };
@@ -78,7 +79,7 @@ describe('the evaluator', () => {
     return { world, sent, reports };
   }
 
-  it('drops a held-out task a teacher proposed, and scores each adapter on the rest', () => {
+  it('drops a held-out task a teacher proposed from its score (not from the whole set\'s), per adapter', () => {
     const tasks = heldOutTasks(1, 4);
     const handle = evaluatorHandler({ domain: DOMAINS.arith, tasks });
     const { world, sent, reports } = fakeWorld();
@@ -88,16 +89,18 @@ describe('the evaluator', () => {
     let state = step(initialEvaluatorState(), { type: 'proposed', heldOut: [2] });
     state = step(state, { type: 'evaluate', replyTo: 'population-manager', members: [{ id: 'teacher-0-0', role: 'teacher', slot: 0 }, { id: 'student-0-0', role: 'student', slot: 1 }, { id: 'student-1-0', role: 'student', slot: 2 }] });
     const generate = sent.pop()!.message as GenerateRequest;
-    expect(generate.requests.map((r) => [r.slot, r.prompt])).toEqual([0, 1, 2].flatMap((slot) => [0, 1, 3].map((i) => [slot, DOMAINS.arith.solvePrompt(tasks[i]!)])));
+    expect(generate.requests.map((r) => [r.slot, r.prompt])).toEqual([0, 1, 2].flatMap((slot) => [0, 1, 2, 3].map((i) => [slot, DOMAINS.arith.solvePrompt(tasks[i]!)])));
     expect(generate.requests.every((r) => r.greedy === true && r.format === 'answer/deduce')).toBe(true);
     state = step(state, { type: 'generated', results: generate.requests.map((r) => ({ requestId: r.requestId, text: '0' })) });
     const check = sent.pop()!.message as Extract<VerifierMessage, { type: 'check' }>;
-    expect(check.requests.map((r) => r.answers.length)).toEqual([3, 3, 3]); // one per adapter for each of the 3 tasks scored
-    // slot 1 right on 2 of 3, slot 2 on 1 of 3 (one answer a fault: not counted), slot 0 on none
-    const right = new Set([generate.requests[3]!.requestId, generate.requests[4]!.requestId, generate.requests[6]!.requestId]);
-    const fault = generate.requests[7]!.requestId;
+    expect(check.requests.map((r) => r.answers.length)).toEqual([3, 3, 3, 3]); // one answer per adapter for each task
+    // request i is slot floor(i / 4), task i % 4. Slot 0 right on task 2 only (the proposed one); slot 1 on tasks
+    // 0 and 1; slot 2 on tasks 0 and 2, its answer to task 1 a fault (not counted).
+    const right = new Set([2, 4, 5, 8, 10].map((i) => generate.requests[i]!.requestId));
+    const fault = generate.requests[9]!.requestId;
     state = step(state, { type: 'checked', results: generate.requests.map((r) => (r.requestId === fault ? { requestId: r.requestId, fault: 'worker died' } : { requestId: r.requestId, check: { correct: right.has(r.requestId), reason: '' } })) });
-    expect(reports).toEqual([{ kind: 'evaluation', data: { tasks: 3, excluded: 1, faults: 1, members: { 'teacher-0-0': { role: 'teacher', solveRate: 0 }, 'student-0-0': { role: 'student', solveRate: 2 / 3 }, 'student-1-0': { role: 'student', solveRate: 1 / 2 } } } satisfies EvaluationReport }]);
+    const members = { 'teacher-0-0': { role: 'teacher', solveRate: 0 / 3, solveRateAllTasks: 1 / 4 }, 'student-0-0': { role: 'student', solveRate: 2 / 3, solveRateAllTasks: 2 / 4 }, 'student-1-0': { role: 'student', solveRate: 1 / 2, solveRateAllTasks: 2 / 3 } } as const;
+    expect(reports).toEqual([{ kind: 'evaluation', data: { tasks: 3, excluded: 1, faults: 1, members } satisfies EvaluationReport }]);
     expect(sent.pop()).toEqual({ to: 'population-manager', message: { type: 'evaluated' } });
     expect(state.answers).toEqual([]);
   });

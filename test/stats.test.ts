@@ -100,7 +100,12 @@ describe('groups across seeds', () => {
       ['matchmaking.policy=cross', ['a1', 'a2', 'a3']],
       ['matchmaking.policy=self', ['b1', 'b2', 'b3']],
     ]);
-    expect(groupBySeed([...runs, { ...run('c1', 'cross', 1, [0.5]), group: 'from the sweep' }]).map((g) => g.label)).toContain('matchmaking.policy=cross'); // mixed labels: the fields
+    // a sweep's label where every run of the group has it; else the fields
+    const labelled = (r: SeededRun): SeededRun => ({ ...r, group: `sweep ${r.scenario.matchmaking && (r.scenario.matchmaking as { policy: string }).policy}` });
+    expect(groupBySeed(runs.map(labelled)).map((g) => g.label)).toEqual(['sweep cross', 'sweep self']);
+    expect(groupBySeed([...runs, { ...run('c4', 'cross', 4, [0.5, 0.6]), group: 'from a sweep' }]).map((g) => g.label)).toEqual(['matchmaking.policy=cross', 'matchmaking.policy=self']);
+    // another number of steps is another experiment
+    expect(groupBySeed([...runs, run('d1', 'cross', 1, [0.5, 0.6, 0.7])]).map((g) => g.label)).toEqual(['matchmaking.policy=cross, steps=2', 'matchmaking.policy=self, steps=2', 'matchmaking.policy=cross, steps=3']);
   });
 
   it('summarise each group by the mean of per-run values and test them paired by seed', () => {

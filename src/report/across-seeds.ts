@@ -27,11 +27,11 @@ export interface RunGroup<R extends SeededRun = SeededRun> {
 
 const seedOf = (run: SeededRun) => run.scenario.seed as number;
 const withoutSeed = (scenario: Record<string, unknown>) => {
-  const { seed: _, name: __, steps: ___, ...rest } = scenario;
+  const { seed: _, name: __, ...rest } = scenario;
   return JSON.stringify(canonical(rest));
 };
 
-/** Groups runs whose scenarios differ in nothing but seed, name and steps; in the order first met. */
+/** Groups runs whose scenarios differ in nothing but seed and name; in the order first met. */
 export function groupBySeed<R extends SeededRun>(runs: readonly R[]): RunGroup<R>[] {
   const groups = new Map<string, R[]>();
   for (const run of runs) {
@@ -93,6 +93,7 @@ export const HEADLINES: Headline[] = [
   averaged('taskEntropy', 'Task entropy over bins (bits)', (m) => m.taskEntropy),
   final('heldOut', 'Held-out solve rate (students, greedy)', (m) => m.heldOut?.solveRate, true),
   final('heldOutBest', 'Held-out solve rate (best student)', (m) => m.heldOut?.best, true),
+  final('heldOutAllTasks', 'Held-out solve rate, whole set (students)', (m) => m.heldOut?.solveRateAllTasks, true),
 ];
 
 /** Headlines that some run has a value of (held-out scores only where runs were evaluated). */

@@ -127,7 +127,7 @@ export function renderPage(runs: PageRun[], grouped: PageGroups | null = null): 
     chart('Problem-space coverage', steps, [['bins seen', field(run, (m) => m.coverage)], ['new bins', field(run, (m) => m.newBins)], ...present('distinctPrograms', 'distinct programs'), ...present('distinctExpressions', 'distinct expressions')]);
     chart('Task entropy over bins (bits)', steps, [["this step's valid tasks", field(run, (m) => m.taskEntropy)]], 'where the bins saturate, how evenly the tasks spread over them');
     const evaluated = run.steps.filter((m) => m.heldOut);
-    if (evaluated.length > 0) chart('Held-out solve rate (greedy)', steps, [['students (mean)', field(run, (m) => m.heldOut?.solveRate)], ['best student', field(run, (m) => m.heldOut?.best)], ...ids.map((id): [string, Array<number | null>] => [id, field(run, (m) => m.heldOut?.members[id])])], `${evaluated.at(-1).heldOut.tasks} tasks never proposed in the run`);
+    if (evaluated.length > 0) chart('Held-out solve rate (greedy)', steps, [['students (mean)', field(run, (m) => m.heldOut?.solveRate)], ['best student', field(run, (m) => m.heldOut?.best)], ['students, whole set', field(run, (m) => m.heldOut?.solveRateAllTasks)], ...ids.map((id): [string, Array<number | null>] => [id, field(run, (m) => m.heldOut?.members[id])])], `${evaluated.at(-1).heldOut.tasks} tasks never proposed in the run`);
     chart('Ratings', steps, ids.map((id): [string, Array<number | null>] => [id, field(run, (m) => m.members[id]?.rating)]));
     chart('Training loss', steps, [['loss', field(run, (m) => m.trainLoss)]]);
   }

@@ -57,6 +57,7 @@ export interface StepMetrics {
 export interface HeldOutMetrics {
   solveRate: number | null; // mean over the students
   best: number | null; // the best student's
+  solveRateAllTasks: number | null; // mean over the students, on the whole set (proposed tasks too): the same tasks in every run
   tasks: number; // scored (the held-out set less the tasks proposed during the run)
   excluded: number;
   members: Record<string, number | null>;
@@ -72,10 +73,12 @@ export function entropyBits(counts: Iterable<number>): number {
 /** The held-out scores of this step's evaluation, if there was one. */
 function heldOutMetrics(report: EvaluationReport | undefined): HeldOutMetrics | null {
   if (!report) return null;
-  const students = Object.values(report.members).filter((m) => m.role === 'student').map((m) => m.solveRate).filter((r): r is number => r !== null);
+  const ofStudents = (get: (m: EvaluationReport['members'][string]) => number | null) => Object.values(report.members).filter((m) => m.role === 'student').map(get).filter((r): r is number => r !== null);
+  const [students, onAll] = [ofStudents((m) => m.solveRate), ofStudents((m) => m.solveRateAllTasks)];
   return {
     solveRate: students.length === 0 ? null : mean(students),
     best: students.length === 0 ? null : Math.max(...students),
+    solveRateAllTasks: onAll.length === 0 ? null : mean(onAll),
     tasks: report.tasks,
     excluded: report.excluded,
     members: Object.fromEntries(Object.entries(report.members).map(([id, m]) => [id, m.solveRate])),

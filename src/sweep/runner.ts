@@ -20,7 +20,7 @@ import { compiledWorker } from '../runtime/worker-threads.js';
 import type { SweepPlan } from './grid.js';
 import { initialState, logFileOf, readSweepState, scenarioFileOf, SWEEP_FILE, writeSweepState, type SweepRunState, type SweepState } from './state.js';
 
-/** Memory a run of the toy scenarios takes at most (Node, the model, a step's activations, a verifier): measured ~0.5 GiB. */
+/** Memory budgeted per run: a paper-toy run peaks at 0.2-0.3 GiB resident (bench/sweep.ts); larger scenarios take more. */
 const RUN_BYTES = 1 << 30;
 
 /** Runs at a time when not told: one per core, as many as the free memory holds (at least one). */
