@@ -128,6 +128,13 @@ describe('populora sweep', () => {
     expect(compared.status, compared.stderr).toBe(0);
     expect(compared.stdout).toContain('2 group(s) of runs that differ only in seed');
     expect(compared.stdout).toContain('paired sign-flip');
+    // a resume refuses a sweep file that no longer makes the same runs, naming the run and field
+    const changed = sweepFile(SWEEP.replace('rl.lr: 0.02', 'rl.lr: 0.03'));
+    const refused = cli('sweep', changed, '--out', out, '--resume');
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain(`no longer makes the sweep recorded in ${join(out, 'sweep.json')}: run single_seed-1's field "rl.lr" was 0.02, now 0.03`);
+    const again = cli('sweep', file, '--out', out);
+    expect(again.stderr).toContain(`${out} already holds a sweep: continue it with --resume, or choose another --out`);
   });
 
   it('continues after kill -9 and after SIGINT with --resume, to the runs an uninterrupted sweep makes', async () => {

@@ -90,6 +90,7 @@ function resumedState(plan: SweepPlan, out: string): SweepState {
   if (recorded !== planned) throw new RunFolderError(`${changed}: its runs were ${shown(state.runs.map((r) => r.dir))}, now ${shown(plan.runs.map((r) => r.dir))}. Put the file back, or start a new sweep with another --out`);
   for (const run of plan.runs) {
     const file = scenarioFileOf(out, run.dir);
+    if (!existsSync(file)) throw new RunFolderError(`${file} is missing, so the sweep cannot check that ${plan.file} still makes run ${run.dir}; start a new sweep with another --out (the finished run folders in ${out} stay valid on their own)`);
     const before = JSON.parse(readFileSync(file, 'utf8')) as unknown;
     const difference = firstDifference(before, JSON.parse(JSON.stringify(run.scenario)));
     if (difference) throw new RunFolderError(`${changed}: run ${run.dir}'s field "${difference.field}" was ${shown(difference.recorded)}, now ${shown(difference.other)} (${file}). Put the file back, or start a new sweep with another --out`);
