@@ -115,7 +115,7 @@ export class EngineService implements Service {
       adapter: q.slot,
       maxTokens: this.config.maxTokens,
       seed: this.config.seed,
-      temperature: this.config.temperature,
+      temperature: q.greedy ? 0 : this.config.temperature,
       topP: this.config.topP,
       stopTokens: [this.vocab.eos],
     }));
@@ -126,7 +126,9 @@ export class EngineService implements Service {
       return allowed === null ? null : allowed(textOf(generated), r.maxTokens - generated.length);
     };
     const results = await generate(model, requests, { bank, mask });
-    results.forEach((result, i) => this.sequences.set(result.requestId, { tokens: [...requests[i]!.prompt, ...result.tokens], promptLength: requests[i]!.prompt.length, slot: requests[i]!.adapter }));
+    results.forEach((result, i) => {
+      if (!queued[i]!.greedy) this.sequences.set(result.requestId, { tokens: [...requests[i]!.prompt, ...result.tokens], promptLength: requests[i]!.prompt.length, slot: requests[i]!.adapter }); // evaluations are never trained on
+    });
     const items = results.map((result, i): GeneratedItem & { replyTo: string } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, text: tokenizer.decode(result.tokens) })); // whole: byte-level tokens may split a character
     return [...groupBy(items, (item) => item.replyTo)].map(([to, group]) => {
       const message: Generated = { type: 'generated', results: group.map(({ replyTo: _, ...item }) => item) };

@@ -7,6 +7,7 @@ export const ENGINE = 'engine';
 export const VERIFIER = 'verifier';
 export const MATCHMAKER = 'matchmaker';
 export const POPULATION_MANAGER = 'population-manager';
+export const EVALUATOR = 'evaluator'; // the held-out evaluation (actors/evaluator.ts), when a scenario has one
 export const RUNTIME = 'runtime'; // the run loop, which starts each phase
 
 export type Role = 'teacher' | 'student';
@@ -29,6 +30,7 @@ export interface GenerateItem {
   slot: number;
   prompt: string;
   format: FormatName; // the grammar its output is decoded under (free text where the domain has none)
+  greedy?: true; // an evaluation: temperature 0, and never trained on
 }
 
 export interface GenerateRequest {

@@ -50,7 +50,7 @@ describe.skipIf(!browser)('run reports in headless Chromium', () => {
     const dom = headless('--dump-dom', `file://${resolve(file)}`);
     expect(dom).toContain('data-rendered="true"');
     const charts = [...dom.matchAll(/<section class="chart" data-points="(\d+)"><h3>([^<]+)<\/h3>/g)].map((m) => ({ title: m[2]!, points: Number(m[1]) }));
-    expect(charts.map((c) => c.title)).toEqual(['Student solve rate per member', 'Student solve rate per sub-population', 'Teacher reward', 'Task validity', 'Task complexity', 'Problem-space coverage', 'Ratings', 'Training loss']);
+    expect(charts.map((c) => c.title)).toEqual(['Student solve rate per member', 'Student solve rate per sub-population', 'Teacher reward', 'Task validity', 'Task complexity', 'Problem-space coverage', 'Task entropy over bins (bits)', 'Ratings', 'Training loss']);
     for (const chart of charts) expect(chart.points, chart.title).toBeGreaterThan(0);
     expect(dom.match(/<canvas/g)).toHaveLength(charts.length); // uPlot drew each one
 
@@ -87,6 +87,46 @@ describe.skipIf(!browser)('run reports in headless Chromium', () => {
     expect(Number(solve![1])).toBe(present(metricsOf(cross).map((m) => m.solveRate)) + present(metricsOf(single).map((m) => m.solveRate)));
     expect(dom).toContain('report-cross: who met whom');
     expect(dom).toContain('report-self: lineage');
+  });
+});
+
+describe.skipIf(!browser)('a comparison across seeds in headless Chromium', () => {
+  it('groups runs that differ only in seed: mean curves with bands, intervals, and paired tests against the first group', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'populora-groups-'));
+    const dirs: string[] = [];
+    for (const lr of ['0.01', '0.5']) {
+      for (const seed of [3, 4]) {
+        const text = scenarioText('cross', 2).replace('seed: 3', `seed: ${seed}`).replace('steps: 4', 'steps: 3').replace('lr: 0.01', `lr: ${lr}`).replace('name: report-cross', `name: g-${lr}-${seed}`) + 'evaluation: { tasks: 8, every: 2 }\n';
+        dirs.push((await runScenario(parseScenario(text, 'g.yaml'), { outDir: join(root, `${lr}-${seed}`) })).outDir);
+      }
+    }
+    const out = join(root, 'compare.html');
+    const compared = cli('compare', ...dirs, '--out', out);
+    expect(compared.status, compared.stderr).toBe(0);
+    const dom = headless('--dump-dom', `file://${resolve(out)}`);
+    expect(dom).toContain('data-rendered="true"');
+    const charts = [...dom.matchAll(/<section class="chart" data-points="(\d+)"><h3>([^<]+)<\/h3>/g)].map((m) => ({ title: m[2]!, points: Number(m[1]) }));
+    expect(charts.map((c) => c.title)).toContain('Held-out solve rate (students, greedy)');
+    // Each group's curve has a mean, a high and a low point at every step where one of its runs has a value.
+    const metrics = dirs.map(metricsOf);
+    const pointsOf = (get: (m: StepMetrics) => number | null | undefined) =>
+      [metrics.slice(0, 2), metrics.slice(2)].reduce((n, group) => n + 3 * [0, 1, 2].filter((step) => group.some((run) => typeof get(run[step]!) === 'number')).length, 0);
+    expect(charts.find((c) => c.title === 'Student solve rate')!.points).toBe(pointsOf((m) => m.solveRate));
+    expect(charts.find((c) => c.title === 'Held-out solve rate (students, greedy)')!.points).toBe(pointsOf((m) => m.heldOut?.solveRate));
+    expect(dom.match(/<canvas/g)).toHaveLength(charts.filter((c) => c.points > 0).length);
+    // The groups' table: the mean over each group's runs of their mean solve rates, computed here from metrics.jsonl.
+    const runMean = (run: StepMetrics[]) => { const v = run.map((m) => m.solveRate).filter((x): x is number => x !== null); return v.reduce((a, b) => a + b, 0) / v.length; };
+    for (const [label, group] of [['rl.lr=0.01', metrics.slice(0, 2)], ['rl.lr=0.5', metrics.slice(2)]] as const) {
+      const row = new RegExp(`<tr><td>${label.replace('.', '\\.')}</td><td>2</td><td>3 4</td><td>([0-9.-]+) \\[`).exec(dom);
+      expect(row, label).not.toBeNull();
+      expect(Number(row![1])).toBeCloseTo((runMean(group[0]!) + runMean(group[1]!)) / 2, 3);
+    }
+    expect(dom).toContain('paired sign-flip');
+    expect(compared.stdout).toContain('2 group(s) of runs that differ only in seed');
+    const screenshot = join(resolve('out/test-artifacts'), 'compare-groups.png');
+    mkdirSync(resolve('out/test-artifacts'), { recursive: true });
+    headless('--window-size=1300,2400', `--screenshot=${screenshot}`, `file://${resolve(out)}`);
+    expect(existsSync(screenshot)).toBe(true);
   });
 });
 

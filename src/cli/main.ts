@@ -14,6 +14,7 @@ import { compareCommand, exportCommand, reportCommand } from './report-commands.
 import { replayCommand, runScenarioCommand } from './run-commands.js';
 import type { DomainCommand } from '../domains/domain.js';
 import { domains } from '../domains/index.js';
+import { sweepCommand } from './sweep-command.js';
 
 const integer = (name: string) => (value: string) => {
   const n = Number(value);
@@ -122,6 +123,14 @@ program
   .addOption(verifierWorkersOption())
   .action(runCommand(runScenarioCommand));
 program
+  .command('sweep')
+  .description('a base scenario and a grid of overrides: every run as an ordinary run folder, N processes at a time, with sweep.json listing them; validated (and its compute compared) before anything runs')
+  .argument('<sweep>', 'sweep file, e.g. scenarios/sweeps/paper-toy.yaml')
+  .option('--out <dir>', 'sweep folder (default: runs/<sweep name>)')
+  .option('--parallel <n>', 'runs at a time (default: as many as the cores and the free memory allow)', integer('--parallel'))
+  .option('--resume', 'continue a stopped or killed sweep in --out: finished runs are kept, interrupted ones resume from their checkpoints')
+  .action(runCommand(sweepCommand));
+program
   .command('replay')
   .description('re-execute a run from its recorded scenario and check every file of the run folder against the replay (the event log event by event, metrics, lineage, summary, checkpoints and their manifests)')
   .argument('<dir>', 'run folder')
@@ -141,8 +150,8 @@ program
   .action(runCommand(reportCommand));
 program
   .command('compare')
-  .description('several runs on the same axes in one report, and a table of final and mean metrics')
-  .argument('<dirs...>', 'run folders')
+  .description('several runs on the same axes in one report, and a table of final and mean metrics; runs that differ only in seed are grouped: mean curves with 95% bootstrap bands, intervals, and permutation tests against the first group')
+  .argument('<dirs...>', 'run folders, or sweep folders (their finished runs)')
   .option('--out <file>', 'report file', 'compare.html')
   .action(runCommand(compareCommand));
 program

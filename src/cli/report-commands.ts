@@ -1,9 +1,13 @@
 // `populora report`, `populora compare` and `populora export`: a run folder's report.html; several runs on the
-// same axes in one report, with a summary table; a checkpoint's population in PEFT layout with population.json.
+// same axes in one report, with a summary table (and, for runs repeated over seeds, the groups' intervals and
+// tests); a checkpoint's population in PEFT layout with population.json.
 
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { exportPopulation } from '../runtime/export.js';
-import { loadRun, summaryRows, writeReport } from '../report/report.js';
+import { groupSummaryRows, groupTestRows, loadRun, seedGroups, summaryRows, writeReport } from '../report/report.js';
+import { presentHeadlines, summarizeGroups, testGroups } from '../report/across-seeds.js';
+import { sweepRunFolders } from '../sweep/state.js';
 import { UsageError } from './run-command.js';
 
 export async function reportCommand(dir: string, options: { out?: string }): Promise<void> {
@@ -12,9 +16,18 @@ export async function reportCommand(dir: string, options: { out?: string }): Pro
 }
 
 export async function compareCommand(dirs: string[], options: { out: string }): Promise<void> {
-  if (dirs.length < 2) throw new UsageError('compare needs two or more run folders');
-  const runs = dirs.map(loadRun);
-  console.table(summaryRows(runs));
+  // A sweep's folder stands for its finished runs.
+  const folders = dirs.flatMap((dir) => (existsSync(join(dir, 'sweep.json')) ? sweepRunFolders(dir) : [dir]));
+  if (folders.length < 2) throw new UsageError('compare needs two or more run folders (or a sweep folder with two or more finished runs)');
+  const runs = folders.map(loadRun);
+  const groups = seedGroups(runs);
+  if (groups) {
+    const headlines = presentHeadlines(runs);
+    console.log(`${groups.length} group(s) of runs that differ only in seed; mean [95% bootstrap interval] over each group's runs:`);
+    console.table(groupSummaryRows(summarizeGroups(groups, headlines), headlines));
+    console.log(`against ${groups[0]!.label} (two-sided permutation tests):`);
+    console.table(groupTestRows(testGroups(groups, headlines)));
+  } else console.table(summaryRows(runs));
   const file = writeReport(runs, options.out);
   console.log(`report: ${file}`);
 }

@@ -84,11 +84,15 @@ function stopOnSignals(): { signal: AbortSignal; dispose: () => void } {
 function printSummary(history: StepMetrics[], outDir: string, hash: string, events: number): void {
   const last = history.at(-1);
   if (!last) return;
-  console.log(`\nmember          rating   last-step metric`);
+  const trueSkill = Object.values(last.members).some((m) => m.sigma !== undefined);
+  console.log(`\nmember          ${trueSkill ? '  μ ± σ     ' : 'rating'}   last-step metric`);
   for (const [id, m] of Object.entries(last.members)) {
     const metric = m.solveRate !== undefined ? `solve rate ${percent(m.solveRate ?? null)}` : `reward ${m.rewardMean?.toFixed(2)}, valid ${percent(m.validity ?? 0)}`;
-    console.log(`${id.padEnd(15)} ${m.rating.toFixed(0).padStart(6)}   ${metric}`);
+    const rating = m.sigma === undefined ? m.rating.toFixed(0).padStart(6) : `${m.rating.toFixed(1).padStart(5)} ± ${m.sigma.toFixed(1).padEnd(4)}`;
+    console.log(`${id.padEnd(15)} ${rating}   ${metric}`);
   }
+  const heldOut = history.filter((m) => m.heldOut).at(-1)?.heldOut;
+  if (heldOut) console.log(`\nheld-out deduce tasks (${heldOut.tasks}, greedy): students ${percent(heldOut.solveRate)}, best student ${percent(heldOut.best)}${heldOut.excluded > 0 ? `; ${heldOut.excluded} proposed during the run, not counted` : ''}`);
   const meanOf = (f: (m: StepMetrics) => number | null) => {
     const values = history.map(f).filter((v): v is number => v !== null);
     return values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length;

@@ -104,4 +104,18 @@ export interface Domain {
   tokenBudgetHint: number; // a `sampling.maxTokens` that leaves room for real tasks (named when the budget is too small)
   verifierPool(workers: number, settings: VerifierSettings): VerifierPool;
   commands?: readonly DomainCommand[];
+  /** A fixed set of tasks for the held-out evaluation, the same for every run given the seed; absent: none. */
+  heldOutTasks?(seed: number, count: number): Task[];
+}
+
+/**
+ * What makes two tasks the same question: their fields, in the order the domain's validation writes them (a
+ * proposal of a held-out task is recognised by it).
+ */
+export const taskKey = (task: Task): string => JSON.stringify(task);
+
+/** A lookup from a proposed task to its place in a held-out set (undefined: not held out). */
+export function heldOutIndex(tasks: readonly Task[]): (task: Task) => number | undefined {
+  const index = new Map(tasks.map((task, i) => [taskKey(task), i]));
+  return (task) => index.get(taskKey(task));
 }

@@ -1,4 +1,8 @@
 // `within`: students of the teacher's own sub-population, drawn uniformly.
-import { uniformPick, type MatchPolicy } from './policy.js';
+import { NO_OPTIONS, uniformPick, type MatchPolicy } from './policy.js';
 
-export const within: MatchPolicy = ({ teacher, students, count, rng }) => uniformPick(students.filter((s) => s.subpopulation === teacher.subpopulation), count, rng);
+export const within: MatchPolicy = {
+  options: NO_OPTIONS,
+  reach: ({ students }) => students,
+  choose: ({ teacher, students, count, rng }) => uniformPick(students.filter((s) => s.subpopulation === teacher.subpopulation), count, rng),
+};

@@ -12,7 +12,15 @@ export interface PageRun {
   lineage: Array<{ child: string; parents: string[]; operator: string; parameters: Record<string, unknown>; step: number | null }>;
 }
 
-export function renderPage(runs: PageRun[]): void {
+/** Runs grouped across seeds (across-seeds.ts): per group and headline, the mean curve and its 95% band. */
+export interface PageGroups {
+  steps: number[];
+  window: number; // the trailing mean each run's values were smoothed by
+  headlines: Array<{ key: string; title: string; sparse: boolean }>;
+  groups: Array<{ label: string; runs: number; curves: Record<string, { mean: Array<number | null>; low: Array<number | null>; high: Array<number | null> }> }>;
+}
+
+export function renderPage(runs: PageRun[], grouped: PageGroups | null = null): void {
   const uPlot = (globalThis as any).uPlot;
   const palette = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
   const main = document.getElementById('charts')!;
@@ -56,7 +64,41 @@ export function renderPage(runs: PageRun[]): void {
   const perRun = (title: string, get: (m: any) => number | null | undefined, note = '') =>
     chart(title, stepsOf(longest), runs.map((run) => [run.name, trailingMean(aligned(run, get))]), [note, smoothing].filter(Boolean).join('; '));
 
-  if (compare) {
+  /** One chart per headline: each group's mean (a line) inside its 95% band (a fill between two thin lines). */
+  function groupCharts(g: PageGroups): void {
+    for (const h of g.headlines) {
+      const box = document.createElement('section');
+      box.className = 'chart';
+      const smoothing = g.window > 1 && !h.sparse ? `; each run smoothed by a trailing mean over ${g.window} steps first` : '';
+      box.innerHTML = `<h3>${h.title}</h3><p class="note">mean over seeds, 95% bootstrap band${smoothing}</p>`;
+      main.appendChild(box);
+      const curves = g.groups.map((group) => group.curves[h.key]!);
+      const points = curves.reduce((n, c) => n + [c.mean, c.low, c.high].reduce((k, values) => k + values.filter((v) => v !== null && Number.isFinite(v)).length, 0), 0);
+      box.dataset.points = String(points);
+      if (points === 0) {
+        box.insertAdjacentHTML('beforeend', '<p class="empty">no data in these runs</p>');
+        continue;
+      }
+      const series: any[] = [{ label: 'step' }];
+      const bands: any[] = [];
+      const data: Array<Array<number | null>> = [g.steps];
+      g.groups.forEach((group, i) => {
+        const color = palette[i % palette.length]!;
+        const c = group.curves[h.key]!;
+        series.push({ label: `${group.label} (${group.runs} runs)`, stroke: color, width: 2, spanGaps: true, points: { show: h.sparse || g.steps.length < 40 } });
+        series.push({ label: `${group.label} high`, stroke: color, width: 0.5, dash: [4, 4], spanGaps: true, points: { show: false } });
+        series.push({ label: `${group.label} low`, stroke: color, width: 0.5, dash: [4, 4], spanGaps: true, points: { show: false } });
+        data.push(c.mean, c.high, c.low);
+        bands.push({ series: [data.length - 2, data.length - 1], fill: `${color}33` });
+      });
+      const options = { width: 540, height: 260, scales: { x: { time: false } }, axes: [{ label: 'step', incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] }, {}], series, bands };
+      new uPlot(options, data, box);
+    }
+  }
+
+  if (grouped) {
+    groupCharts(grouped);
+  } else if (compare) {
     perRun('Student solve rate', (m) => m?.solveRate);
     perRun('Teacher reward', (m) => m?.teacherReward);
     perRun('Task validity', (m) => m?.validity);
@@ -64,6 +106,9 @@ export function renderPage(runs: PageRun[]): void {
     perRun('Task depth', (m) => m?.taskDepth);
     perRun('Problem-space coverage (bins seen)', (m) => m?.coverage);
     perRun('Tasks solved by all or none', (m) => m?.extremeSolveRateShare, 'no learning signal in them');
+    perRun('Distinct expressions seen', (m) => m?.distinctExpressions, 'finer than the bins: constants count');
+    perRun('Task entropy over bins (bits)', (m) => m?.taskEntropy);
+    if (runs.some((run) => run.steps.some((m) => m.heldOut))) perRun('Held-out solve rate (students, greedy)', (m) => m?.heldOut?.solveRate);
     perRun('Training loss', (m) => m?.trainLoss);
   } else {
     const run = runs[0]!;
@@ -78,13 +123,17 @@ export function renderPage(runs: PageRun[]): void {
     chart('Teacher reward', steps, [['all', field(run, (m) => m.teacherReward)], ...subs.map((sub): [string, Array<number | null>] => [`sub-population ${sub}`, field(run, (m) => ofSub(m, sub, 'teacherReward'))])]);
     chart('Task validity', steps, [['share of proposals valid', field(run, (m) => m.validity)]]);
     chart('Task complexity', steps, [['size (AST nodes)', field(run, (m) => m.taskSize)], ['depth', field(run, (m) => m.taskDepth)]]);
-    chart('Problem-space coverage', steps, [['bins seen', field(run, (m) => m.coverage)], ['new bins', field(run, (m) => m.newBins)], ...(last.distinctPrograms !== null && last.distinctPrograms !== undefined ? [['distinct programs', field(run, (m) => m.distinctPrograms)] as [string, Array<number | null>]] : [])]);
+    const present = (key: string, label: string): Array<[string, Array<number | null>]> => (last[key] !== null && last[key] !== undefined ? [[label, field(run, (m) => m[key])]] : []);
+    chart('Problem-space coverage', steps, [['bins seen', field(run, (m) => m.coverage)], ['new bins', field(run, (m) => m.newBins)], ...present('distinctPrograms', 'distinct programs'), ...present('distinctExpressions', 'distinct expressions')]);
+    chart('Task entropy over bins (bits)', steps, [["this step's valid tasks", field(run, (m) => m.taskEntropy)]], 'where the bins saturate, how evenly the tasks spread over them');
+    const evaluated = run.steps.filter((m) => m.heldOut);
+    if (evaluated.length > 0) chart('Held-out solve rate (greedy)', steps, [['students (mean)', field(run, (m) => m.heldOut?.solveRate)], ['best student', field(run, (m) => m.heldOut?.best)], ['students, whole set', field(run, (m) => m.heldOut?.solveRateAllTasks)], ...ids.map((id): [string, Array<number | null>] => [id, field(run, (m) => m.heldOut?.members[id])])], `${evaluated.at(-1).heldOut.tasks} tasks never proposed in the run`);
     chart('Ratings', steps, ids.map((id): [string, Array<number | null>] => [id, field(run, (m) => m.members[id]?.rating)]));
     chart('Training loss', steps, [['loss', field(run, (m) => m.trainLoss)]]);
   }
 
   const tables = document.getElementById('tables')!;
-  for (const run of runs) {
+  for (const run of grouped ? [] : runs) { // a grouped comparison's runs are many: their tables are in each run's report
     tables.insertAdjacentHTML('beforeend', `<h2>${run.name}: who met whom</h2>${matrix(run)}<h2>${run.name}: lineage</h2>${lineageTree(run)}`);
   }
 

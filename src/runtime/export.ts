@@ -16,7 +16,8 @@ export interface ExportedMember {
   subpopulation: number;
   adapter: string; // the adapter's name in the run: `${id}.g${generation}`
   generation: number;
-  rating: number;
+  rating: number; // TrueSkill: μ
+  sigma?: number; // TrueSkill only
   rewardMean: number | null; // over the fitness window
   lineage: LineageRecord[]; // the records that made its adapter and its ancestors, oldest first
 }
@@ -49,6 +50,7 @@ export function exportPopulation(runDir: string, step: number | undefined, outDi
     adapter: m.adapter,
     generation: m.generation,
     rating: m.rating,
+    ...(m.sigma === undefined ? {} : { sigma: m.sigma }),
     rewardMean: m.rewards.length === 0 ? null : m.rewards.reduce((a, b) => a + b, 0) / m.rewards.length,
     lineage: ancestry(m.adapter, population.lineage),
   }));

@@ -1,9 +1,13 @@
 // A step's metrics, summarised from the actors' reports: solve rates per member and sub-population, teacher
 // reward, task validity and complexity, problem-space coverage (distinct (task type, expression shape) bins seen
-// so far), ratings, who met whom, the training loss and the evolutionary replacements. One JSON line per step;
-// with a clock (`populora run`), also the step's wall-clock `timing`, which replay does not compare.
+// so far) and its finer companions (distinct expressions seen so far; the entropy of the step's tasks over the
+// bins), ratings, who met whom, the training loss, the evolutionary replacements and, at evaluation steps, the
+// held-out solve rates. One JSON line per step; with a clock (`populora run`), also the step's wall-clock `timing`,
+// which replay does not compare.
 
 import { mean } from '../../actors/protocol.js';
+import type { EvaluationReport } from '../../actors/evaluator.js';
+import type { Task } from '../domains/domain.js';
 import type { Report } from './world.js';
 
 interface TeacherReport {
@@ -41,10 +45,13 @@ export interface StepMetrics {
   verifierFaults: number; // proposals and answers the verifier could not judge (infrastructure faults, dropped)
   trainLoss: number | null;
   subpopulations: Array<{ subpopulation: number; solveRate: number | null; teacherReward: number | null }>;
-  members: Record<string, { rating: number; rewardMean?: number; solveRate?: number | null; validity?: number }>;
+  members: Record<string, { rating: number; sigma?: number; rewardMean?: number; solveRate?: number | null; validity?: number }>; // sigma: TrueSkill's
   matches: Array<{ teacher: string; student: string; tasks: number; correct: number; answers: number }>; // who met whom, how it went
   invalidReasons: Record<string, number>;
   evolution: unknown[];
+  distinctExpressions: number | null; // arith: distinct (task type, canonical expression) among valid tasks up to this step
+  taskEntropy: number | null; // bits: the entropy of this step's valid tasks over the coverage bins
+  heldOut: HeldOutMetrics | null; // at evaluation steps
   timing?: StepTiming; // wall clock: differs from run to run, so outside what replay compares (withoutTiming)
 }
 
@@ -67,6 +74,38 @@ export function withoutTiming(value: unknown): unknown {
   return 'last' in rest ? { ...rest, last: withoutTiming(rest.last) } : rest;
 }
 
+/** The held-out evaluation (actors/evaluator.ts): each member's greedy solve rate on tasks never proposed. */
+export interface HeldOutMetrics {
+  solveRate: number | null; // mean over the students
+  best: number | null; // the best student's
+  solveRateAllTasks: number | null; // mean over the students, on the whole set (proposed tasks too): the same tasks in every run
+  tasks: number; // scored (the held-out set less the tasks proposed during the run)
+  excluded: number;
+  members: Record<string, number | null>;
+}
+
+/** Shannon entropy in bits of the distribution that `counts` make. */
+export function entropyBits(counts: Iterable<number>): number {
+  const values = [...counts].filter((c) => c > 0);
+  const total = values.reduce((a, b) => a + b, 0);
+  return values.reduce((h, c) => h - (c / total) * Math.log2(c / total), 0);
+}
+
+/** The held-out scores of this step's evaluation, if there was one. */
+function heldOutMetrics(report: EvaluationReport | undefined): HeldOutMetrics | null {
+  if (!report) return null;
+  const ofStudents = (get: (m: EvaluationReport['members'][string]) => number | null) => Object.values(report.members).filter((m) => m.role === 'student').map(get).filter((r): r is number => r !== null);
+  const [students, onAll] = [ofStudents((m) => m.solveRate), ofStudents((m) => m.solveRateAllTasks)];
+  return {
+    solveRate: students.length === 0 ? null : mean(students),
+    best: students.length === 0 ? null : Math.max(...students),
+    solveRateAllTasks: onAll.length === 0 ? null : mean(onAll),
+    tasks: report.tasks,
+    excluded: report.excluded,
+    members: Object.fromEntries(Object.entries(report.members).map(([id, m]) => [id, m.solveRate])),
+  };
+}
+
 const ratio = (a: number, b: number) => (b === 0 ? null : a / b);
 const meanOrNull = (values: number[]) => (values.length === 0 ? null : mean(values));
 
@@ -75,17 +114,26 @@ export function summarizeStep(step: number, reports: readonly Report[], coverage
   const teachers = of<TeacherReport>('teacher');
   const students = of<StudentReport>('student');
   const ratings = of<Record<string, number>>('ratings').at(-1) ?? {};
+  const sigmas = of<Record<string, number>>('rating-sigmas').at(-1);
   const tasks = teachers.flatMap((t) => t.tasks);
-  // One set holds both kinds of bins (it is what a checkpoint saves): coverage bins, and "program:" hashes.
-  const bins = (set: Set<string>) => [...set].filter((key) => !key.startsWith('program:')).length;
+  // One set holds every kind of key (it is what a checkpoint saves): coverage bins, "program:" hashes and
+  // "expr:" expressions.
+  const count = (set: Set<string>, prefix: string | null) => [...set].filter((key) => (prefix === null ? !key.startsWith('program:') && !key.startsWith('expr:') : key.startsWith(prefix))).length;
+  const bins = (set: Set<string>) => count(set, null);
   const before = bins(coverage);
   tasks.forEach((t) => coverage.add(t.signature));
   tasks.forEach((t) => t.program && coverage.add(`program:${t.program}`));
-  const programs = coverage.size - bins(coverage);
+  const programs = count(coverage, 'program:');
+  const offered = of<Task[]>('tasks').flat();
+  offered.forEach((task) => 'expr' in task && coverage.add(`expr:${task.type}:${task.expr}`));
+  const expressions = count(coverage, 'expr:');
+  const binCounts = new Map<string, number>();
+  tasks.forEach((t) => binCounts.set(t.signature, (binCounts.get(t.signature) ?? 0) + 1));
   const matched = tasks.filter((t) => t.solveRate !== null);
   const members: StepMetrics['members'] = {};
-  for (const t of teachers) members[t.id] = { rating: ratings[t.id] ?? 0, rewardMean: t.rewardMean, validity: t.proposals === 0 ? 0 : t.valid / t.proposals };
-  for (const s of students) members[s.id] = { rating: ratings[s.id] ?? 0, solveRate: ratio(s.correct, s.answers) };
+  const skill = (id: string) => (sigmas ? { rating: ratings[id] ?? 0, sigma: sigmas[id] } : { rating: ratings[id] ?? 0 });
+  for (const t of teachers) members[t.id] = { ...skill(t.id), rewardMean: t.rewardMean, validity: t.proposals === 0 ? 0 : t.valid / t.proposals };
+  for (const s of students) members[s.id] = { ...skill(s.id), solveRate: ratio(s.correct, s.answers) };
   const subpopulations = [...new Set([...teachers, ...students].map((m) => m.subpopulation))].sort((a, b) => a - b).map((sub) => {
     const st = students.filter((s) => s.subpopulation === sub);
     const te = teachers.filter((t) => t.subpopulation === sub);
@@ -118,5 +166,8 @@ export function summarizeStep(step: number, reports: readonly Report[], coverage
     }),
     invalidReasons,
     evolution: of<unknown[]>('evolution').flat(),
+    distinctExpressions: expressions > 0 ? expressions : null,
+    taskEntropy: tasks.length === 0 ? null : entropyBits(binCounts.values()),
+    heldOut: heldOutMetrics(of<EvaluationReport>('evaluation').at(-1)),
   };
 }

@@ -3,16 +3,18 @@
 // initial (or checkpointed) state.
 
 import type { Backend } from '../backend/backend.js';
-import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, type Role } from '../../actors/protocol.js';
+import { ENGINE, EVALUATOR, MATCHMAKER, POPULATION_MANAGER, VERIFIER, type Role } from '../../actors/protocol.js';
 import { EngineService } from '../../actors/engine.js';
+import { evaluatorHandler, initialEvaluatorState, type EvaluatorState } from '../../actors/evaluator.js';
 import { matchmakerHandler, type MatchmakerState } from '../../actors/matchmaker.js';
 import { adapterName, populationManagerHandler, type MemberRecord, type PopulationState } from '../../actors/population-manager.js';
 import { studentHandler, type StudentState } from '../../actors/student.js';
 import { teacherHandler, type TeacherState } from '../../actors/teacher.js';
 import { VerifierService } from '../../actors/verifier.js';
-import type { VerifierPool } from '../domains/domain.js';
+import { heldOutIndex, type VerifierPool } from '../domains/domain.js';
 import { domainNamed } from '../domains/index.js';
 import { promptSet } from '../domains/prompts.js';
+import { matchPolicy } from '../matchmaking/index.js';
 import { loadModel, randomModel } from '../model/checkpoint.js';
 import type { LlamaConfig } from '../model/config.js';
 import { LlamaModel } from '../model/llama.js';
@@ -22,6 +24,7 @@ import { loadTokenizer, type TextTokenizer } from '../model/tokenizer.js';
 import { presetModel, ScenarioError, type Scenario } from '../scenario/scenario.js';
 import { AdamW } from '../train/adamw.js';
 import { LlamaTrainer } from '../train/llama-backward.js';
+import { ratingSystem } from './rating.js';
 import type { Service, World } from './world.js';
 import { threadCount } from './worker-threads.js';
 
@@ -38,7 +41,7 @@ export function planMembers(scenario: Scenario): MemberPlan[] {
   const members: MemberPlan[] = [];
   let slot = 0;
   for (let s = 0; s < subpopulations; s++) for (let t = 0; t < teachers; t++) members.push({ id: `teacher-${s}-${t}`, role: 'teacher', subpopulation: s, slot: slot++ });
-  const self = scenario.matchmaking.policy === 'self';
+  const self = matchPolicy(scenario.matchmaking.policy).studentsAreTeacherTwins === true;
   for (let s = 0; s < subpopulations; s++) {
     for (let i = 0; i < students; i++) members.push({ id: `student-${s}-${i}`, role: 'student', subpopulation: s, slot: self ? s * teachers + i : slot++ }); // teacher-s-i's slot
   }
@@ -106,15 +109,21 @@ export function buildSimulation(scenario: Scenario, parts: ModelParts, world: Wo
     if (m.role === 'teacher') world.actor(m.id, restored<TeacherState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, proposals: [], references }), teacherHandler(teacherConfig));
     else world.actor(m.id, restored<StudentState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, assignments: [], answers: [] }), studentHandler({ domain, prompts, answersPerTask: sampling.answersPerStudent }));
   }
-  world.actor(MATCHMAKER, restored<MatchmakerState>(MATCHMAKER, { roster: [], offers: [] }), matchmakerHandler(scenario.matchmaking));
-  const records: MemberRecord[] = members.map((m) => ({ ...m, adapter: adapterName(m.id, 0), generation: 0, rating: scenario.rating.initial, rewards: [] }));
+  const ratings = ratingSystem(scenario.rating);
+  const policy = matchPolicy(scenario.matchmaking.policy);
+  const keepHistory = policy.needsHistory?.(policy.options.parse(scenario.matchmaking.options ?? {})) ?? false;
+  const heldOut = scenario.evaluation && domain.heldOutTasks ? domain.heldOutTasks(scenario.evaluation.seed, scenario.evaluation.tasks) : null;
+  if (heldOut) world.actor(EVALUATOR, restored<EvaluatorState>(EVALUATOR, initialEvaluatorState()), evaluatorHandler({ domain, prompts, tasks: heldOut }));
+  world.actor(MATCHMAKER, restored<MatchmakerState>(MATCHMAKER, { roster: [], offers: [] }), matchmakerHandler({ ...scenario.matchmaking, ratings, heldOutIndex: heldOut ? heldOutIndex(heldOut) : undefined }));
+  const records: MemberRecord[] = members.map((m) => ({ ...m, adapter: adapterName(m.id, 0), generation: 0, ...ratings.initial(), rewards: [] }));
   const { evolution } = scenario;
   world.actor(
     POPULATION_MANAGER,
-    restored<PopulationState>(POPULATION_MANAGER, { members: records, outcomes: [], lineage: [] }),
+    restored<PopulationState>(POPULATION_MANAGER, { members: records, outcomes: [], lineage: [], ...(keepHistory ? { history: {} } : {}) }),
     populationManagerHandler({
-      ratingK: scenario.rating.k,
-      initialRating: scenario.rating.initial,
+      ratings,
+      keepHistory,
+      evaluation: scenario.evaluation ? { every: scenario.evaluation.every, steps: scenario.steps } : null,
       evolution: {
         every: evolution.every,
         policy: evolution.selection === 'tournament' ? { kind: 'tournament', fraction: evolution.fraction, size: 2 } : { kind: evolution.selection, fraction: evolution.fraction },

@@ -27,6 +27,7 @@ import { writeCheckpoint } from './checkpoints.js';
 import { asDiskFull, jsonText, nodeDisk, resumeAdvice, RunFolderError, writeFileDurably, type Disk } from './durable.js';
 import { summarizeStep, type StepMetrics } from './metrics.js';
 import { buildModel, buildSimulation, initialAdapters, type Simulation } from './population.js';
+import { loadRatingLibrary } from './rating.js';
 import { resumeRun, SCENARIO_FILE, startRun, type OpenedRun } from './resume.js';
 import { acquireRunLock } from './run-lock.js';
 import { StepTimer } from './step-timing.js';
@@ -104,6 +105,7 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
   let sim: Simulation | null = null;
   try {
     backend ??= await openBackend(scenario.backend);
+    await loadRatingLibrary(scenario.rating); // TrueSkill's library, only for runs that select it
     const parts = buildModel(scenario, backend, options.scenarioFile);
     sim = buildSimulation(scenario, parts, world, pool, saved ? new Map(saved.actorStates) : null, wrap);
     const coverage = new Set(saved?.coverage ?? []);

@@ -14,16 +14,17 @@ import { loadConfig } from '../model/checkpoint.js';
 import { TINY_CONFIGS, type LlamaConfig } from '../model/config.js';
 import { ModelFormatError } from '../model/errors.js';
 import { LORA_MODULES, loraModuleShape } from '../model/peft.js';
+import { MATCH_POLICIES, MATCH_POLICY_NAMES, matchPolicy, type MatchPolicyName } from '../matchmaking/index.js';
 import { characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
 
-export const MATCHMAKING_POLICIES = ['self', 'within', 'cross', 'random', 'rating', 'pfsp'] as const;
+export const MATCHMAKING_POLICIES = MATCH_POLICY_NAMES; // src/matchmaking/index.ts: the policies name themselves
 
 /**
  * Upper bounds of the counts, so that a typo (an extra zero or three) is refused at load instead of met as a hang
  * or a climb through the machine's memory. `checkScenarioLimits` then holds the counts against the model and the
  * machine: students that exist, the model's context and dimensions, the memory a step needs.
  */
-export const LIMITS = { groupSize: 256, members: 1024, perTeacher: 1024, answersPerStudent: 1024, references: 64, sequencesPerStep: 65_536, rank: 1024, threads: 64, fitnessWindow: 10_000, steps: 10_000_000, fuel: 1_000_000_000, guardMs: 3_600_000 } as const;
+export const LIMITS = { groupSize: 256, members: 1024, perTeacher: 1024, answersPerStudent: 1024, references: 64, sequencesPerStep: 65_536, rank: 1024, threads: 64, fitnessWindow: 10_000, steps: 10_000_000, fuel: 1_000_000_000, guardMs: 3_600_000, heldOutTasks: 100_000 } as const;
 
 const THREADS_EXPECTED = `expected a whole number from 1 to ${LIMITS.threads}, or auto`;
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
@@ -43,6 +44,22 @@ const modelSchema = z.union(
   ],
   { error: 'expected either {path: DIR} (a Hugging Face model folder) or {preset: NAME, seed: N} (seeded random weights)' },
 );
+
+/**
+ * `matchmaking`: the policy (default cross), the students per task, and the policy's own options, validated by the
+ * schema the policy declares (src/matchmaking/): one object schema per policy, told apart by `policy`.
+ */
+function matchmakingSchema() {
+  const variants = MATCH_POLICY_NAMES.map((name) =>
+    z.strictObject({
+      policy: name === 'cross' ? z.literal(name).default(name) : z.literal(name),
+      studentsPerTask: int(1, LIMITS.members).optional(), // default: 2, or as many students as a task can meet if fewer
+      options: (MATCH_POLICIES[name].options as z.ZodType<Record<string, unknown>>).optional(),
+    }),
+  );
+  const union = z.discriminatedUnion('policy', variants as unknown as [(typeof variants)[number], ...(typeof variants)[number][]], { error: `expected one of ${MATCH_POLICY_NAMES.join(', ')}` });
+  return (union as unknown as z.ZodType<{ policy: MatchPolicyName; studentsPerTask?: number; options?: Record<string, unknown> }, { policy?: string; studentsPerTask?: number; options?: unknown }>).prefault({});
+}
 
 export const scenarioSchema = z.strictObject({
   name: z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9._-]+$/, { error: 'expected letters, digits, ".", "_" or "-"' }),
@@ -71,10 +88,7 @@ export const scenarioSchema = z.strictObject({
     fuel: int(1000, LIMITS.fuel).default(100_000), // verifiers that run programs: steps a program may take per run (lines and jumps)
     guardMs: int(100, LIMITS.guardMs).default(5_000), // such verifiers' wall-clock safety net per job; when it fires, a fault, never a verdict
   }).prefault({}),
-  matchmaking: z.strictObject({
-    policy: z.enum(MATCHMAKING_POLICIES, { error: `expected one of ${MATCHMAKING_POLICIES.join(', ')}` }).default('cross'),
-    studentsPerTask: int(1, LIMITS.members).optional(), // default: 2, or as many students as a task can meet if fewer
-  }).prefault({}),
+  matchmaking: matchmakingSchema(),
   sampling: z.strictObject({
     temperature: z.number({ error: 'expected a number' }).min(0, { error: TEMPERATURE_EXPECTED }).default(1),
     topP: z.number().gt(0).max(1).default(1),
@@ -93,10 +107,21 @@ export const scenarioSchema = z.strictObject({
     reduction: z.enum(['token', 'sequence']).default('token'),
     advantageGroups: z.enum(['role-and-task', 'role', 'none']).default('role-and-task'),
   }).prefault({}),
-  rating: z.strictObject({
-    k: positive.default(16), // Elo step
-    initial: z.number().default(1000),
-  }).prefault({}),
+  rating: z.discriminatedUnion('system', [
+    z.strictObject({
+      system: z.literal('elo').optional(), // the default
+      k: positive.default(16), // Elo step
+      initial: z.number().default(1000),
+    }),
+    z.strictObject({
+      system: z.literal('trueskill'), // the paper's: μ 25, σ 25/3, β 25/6, τ 25/300; fitness μ - 3σ
+      mu: z.number({ error: 'expected a number' }).default(25),
+      sigma: positive.default(25 / 3),
+      beta: positive.default(25 / 6),
+      tau: z.number({ error: 'expected a number' }).min(0, { error: 'expected a number >= 0' }).default(25 / 300),
+      drawProbability: z.number({ error: 'expected a number' }).min(0, { error: 'expected a number in [0, 1)' }).lt(1, { error: 'expected a number in [0, 1)' }).default(0.1),
+    }),
+  ], { error: 'expected system: elo or trueskill' }).prefault({}),
   evolution: z.strictObject({
     every: int(0).default(0), // 0 = no evolution
     fraction: z.number({ error: 'expected a number' }).gt(0, { error: 'expected a share in (0, 0.5]' }).max(0.5, { error: 'expected a share in (0, 0.5]: at most half of each role is replaced' }).default(0.25),
@@ -115,13 +140,20 @@ export const scenarioSchema = z.strictObject({
       .default('auto'),
   }).prefault({}),
   checkpointEvery: int(0).default(0), // save adapters every N steps (0: at the end only)
+  // arith: every member answers a fixed set of held-out deduce tasks greedily at the last step (and every `every`
+  // steps); the set depends on `seed` alone (default: the one models/arith-tiny was scored on)
+  evaluation: z.strictObject({
+    tasks: int(1, LIMITS.heldOutTasks).default(200),
+    every: int(0).default(0),
+    seed: int(0).default(1),
+  }).optional(),
 });
 
 type ParsedScenario = z.infer<typeof scenarioSchema>;
 /** A scenario with the defaults that depend on other fields filled in (task types, students per task, prompts). */
-export type Scenario = Omit<ParsedScenario, 'prompts'> & {
+export type Scenario = Omit<ParsedScenario, 'prompts' | 'matchmaking'> & {
   tasks: ParsedScenario['tasks'] & { types: string[] };
-  matchmaking: ParsedScenario['matchmaking'] & { studentsPerTask: number };
+  matchmaking: { policy: MatchPolicyName; studentsPerTask: number; options?: Record<string, unknown> };
   prompts?: ScenarioPrompts; // absent for a domain without templates
 };
 
@@ -158,17 +190,17 @@ export function parseScenario(text: string, file: string, options: { relativeTo?
   const types = parsed.tasks.types ?? [...domain.taskTypes];
   const foreign = types.find((type) => !domain.taskTypes.includes(type));
   if (foreign) throw new ScenarioError(`${file}: field "tasks.types": "${foreign}" is not a task type of the ${domain.name} domain (use ${domain.taskTypes.join(', ')})`);
-  const { policy } = parsed.matchmaking;
-  if (policy === 'self' && parsed.population.students !== parsed.population.teachers) {
-    throw new ScenarioError(`${file}: field "population.students": under "self" every teacher solves its own tasks through a student twin that shares its adapter, so "students" must equal "teachers" (${parsed.population.teachers})`);
-  }
-  if (policy === 'cross' && parsed.population.subpopulations < 2) {
-    throw new ScenarioError(`${file}: field "matchmaking.policy": "cross" pairs teachers with students of other sub-populations, so "population.subpopulations" must be at least 2 (got ${parsed.population.subpopulations})`);
-  }
-  const studentsPerTask = parsed.matchmaking.studentsPerTask ?? Math.min(2, studentsATaskCanMeet({ ...parsed, matchmaking: { policy, studentsPerTask: 0 } }));
+  const { policy, options: policyOptions } = parsed.matchmaking;
+  const unmet = matchPolicy(policy).requirement?.(parsed.population);
+  if (unmet) throw new ScenarioError(`${file}: field "${unmet.field}": ${unmet.message}`);
+  if (parsed.evaluation && !domain.heldOutTasks) throw new ScenarioError(`${file}: field "evaluation": the ${domain.name} domain has no held-out task set; remove "evaluation"`);
+  const studentsPerTask = parsed.matchmaking.studentsPerTask ?? Math.min(2, matchPolicy(policy).reach(parsed.population));
   const model = 'path' in parsed.model ? { ...parsed.model, path: modelFolder(parsed.model.path, file, options.relativeTo ?? process.cwd()) } : parsed.model;
   const prompts = scenarioPrompts(domain, givenPrompts, file, model);
-  const scenario: Scenario = { ...parsed, model, tasks: { ...parsed.tasks, types }, matchmaking: { policy, studentsPerTask }, ...(prompts === undefined ? {} : { prompts }) };
+  // `options` stays absent when the file gives none (the policy's defaults apply), so that scenarios written before
+  // policies took options resolve to what they did
+  const matchmaking = { policy, studentsPerTask, ...(policyOptions === undefined ? {} : { options: policyOptions }) };
+  const scenario: Scenario = { ...parsed, model, tasks: { ...parsed.tasks, types }, matchmaking, ...(prompts === undefined ? {} : { prompts }) };
   checkScenarioLimits(scenario, file);
   return scenario;
 }
@@ -225,13 +257,6 @@ function modelConfig(scenario: Scenario, file: string): LlamaConfig {
   }
 }
 
-/** How many distinct students one task can go to under the scenario's matchmaking policy. */
-function studentsATaskCanMeet(scenario: Pick<Scenario, 'population' | 'matchmaking'>): number {
-  const { subpopulations, students } = scenario.population;
-  const byPolicy = { self: 1, within: students, cross: (subpopulations - 1) * students, random: subpopulations * students, rating: subpopulations * students, pfsp: subpopulations * students };
-  return byPolicy[scenario.matchmaking.policy];
-}
-
 const GIB = 2 ** 30;
 
 /**
@@ -246,7 +271,7 @@ export function checkScenarioLimits(scenario: Scenario, file: string): void {
   const { subpopulations, teachers, students, lora } = scenario.population;
   const members = subpopulations * (teachers + students);
   if (members > LIMITS.members) fail(teachers >= students ? 'population.teachers' : 'population.students', `${subpopulations} sub-population(s) of ${teachers} teacher(s) and ${students} student(s) make ${members} members, more than the ${LIMITS.members} a run holds`);
-  const canMeet = studentsATaskCanMeet(scenario);
+  const canMeet = matchPolicy(scenario.matchmaking.policy).reach(scenario.population);
   if (scenario.matchmaking.studentsPerTask > canMeet) fail('matchmaking.studentsPerTask', `${scenario.matchmaking.studentsPerTask} students per task, but under "${scenario.matchmaking.policy}" a task can go to ${canMeet} student(s) of this population; use at most ${canMeet}, or add students`);
   const domain = domainNamed(scenario.domain);
   const needed = domain.minimumTokens(scenario.tasks.types);
@@ -274,7 +299,7 @@ function checkStepMemory(scenario: Scenario, config: LlamaConfig, fail: (field: 
   if (proposals + answers > LIMITS.sequencesPerStep) fail(field, `a step would generate up to ${proposals + answers} sequences (${proposals} proposals, each answered ${matchmaking.studentsPerTask * sampling.answersPerStudent} times), more than ${LIMITS.sequencesPerStep}; lower tasks.perTeacher, matchmaking.studentsPerTask or sampling.answersPerStudent`);
   const activationBytesPerToken = 4 * (config.vocabSize + config.numLayers * (6 * config.hiddenSize + 3 * config.intermediateSize));
   const stepBytes = (proposals + answers) * sampling.maxTokens * activationBytesPerToken;
-  const slots = population.subpopulations * (population.teachers + (matchmaking.policy === 'self' ? 0 : population.students));
+  const slots = population.subpopulations * (population.teachers + (matchPolicy(matchmaking.policy).studentsAreTeacherTwins ? 0 : population.students));
   const adapterValues = config.numLayers * population.lora.modules.reduce((n, m) => n + population.lora.rank * Object.values(loraModuleShape(config, m)).reduce((a, b) => a + b, 0), 0);
   const bankBytes = slots * adapterValues * 4 * 4; // f32 weights, gradients and AdamW's two moments
   const machineBytes = totalmem();

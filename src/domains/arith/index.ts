@@ -5,6 +5,7 @@
 import { ARITH_ALPHABET } from '../../model/tokenizer.js';
 import type { Domain, FormatName } from '../domain.js';
 import { minimumTokens, tokenMask } from './grammar.js';
+import { heldOutTasks } from './held-out.js';
 import { ARITH_TASK_TYPES, answerFormat, proposalFormat, proposalPrompt, solvePrompt, type ArithTask, type ArithTaskType } from './tasks.js';
 import { ArithVerifierPool } from './verifier-pool.js';
 
@@ -30,4 +31,5 @@ export const arith: Domain = {
   minimumTokens: (types) => Math.max(...types.flatMap((type) => [minimumTokens(proposalFormat(type as ArithTaskType)), minimumTokens(answerFormat(type as ArithTaskType))])),
   tokenBudgetHint: 24,
   verifierPool: (workers) => new ArithVerifierPool(workers),
+  heldOutTasks,
 };
