@@ -3,7 +3,7 @@
 // Chromium may be missing on a developer's machine (the test then skips), never in CI (POPULORA_REQUIRE_CHROMIUM).
 
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -73,6 +73,20 @@ describe.skipIf(!browser)('run reports in headless Chromium', () => {
     headless('--window-size=1300,2400', `--screenshot=${screenshot}`, `file://${resolve(file)}`);
     expect(existsSync(screenshot)).toBe(true);
     console.log(`report screenshot (CI artifact): ${screenshot}`);
+  });
+
+  it("plots the verifier's wall-clock share and throughput of a run made by populora run (which keeps a clock)", () => {
+    const root = mkdtempSync(join(tmpdir(), 'populora-timing-'));
+    const file = join(root, 'cross.yaml');
+    writeFileSync(file, scenarioText('cross', 2));
+    const ran = cli('run', file, '--out', join(root, 'run'));
+    expect(ran.status, ran.stderr).toBe(0);
+    const metrics = metricsOf(join(root, 'run'));
+    const dom = headless('--dump-dom', `file://${join(root, 'run', 'report.html')}`);
+    const points = (title: string) => Number(new RegExp(`<section class="chart" data-points="(\\d+)"><h3>${title.replace(/[()]/g, '\\$&')}</h3>`).exec(dom)?.[1]);
+    expect(points('Verifier (wall clock, not replayed)')).toBe(present(metrics.map((m) => m.timing?.verifierShare)));
+    expect(points('Verifier (wall clock, not replayed)')).toBe(metrics.length);
+    expect(points('Verifier throughput (per second of its time)')).toBe(present(metrics.flatMap((m) => [m.timing?.validationsPerSecond, m.timing?.checksPerSecond])));
   });
 
   it('puts several runs on the same axes, and prints their summary table', () => {

@@ -130,6 +130,10 @@ export function renderPage(runs: PageRun[], grouped: PageGroups | null = null): 
     if (evaluated.length > 0) chart('Held-out solve rate (greedy)', steps, [['students (mean)', field(run, (m) => m.heldOut?.solveRate)], ['best student', field(run, (m) => m.heldOut?.best)], ['students, whole set', field(run, (m) => m.heldOut?.solveRateAllTasks)], ...ids.map((id): [string, Array<number | null>] => [id, field(run, (m) => m.heldOut?.members[id])])], `${evaluated.at(-1).heldOut.tasks} tasks never proposed in the run`);
     chart('Ratings', steps, ids.map((id): [string, Array<number | null>] => [id, field(run, (m) => m.members[id]?.rating)]));
     chart('Training loss', steps, [['loss', field(run, (m) => m.trainLoss)]]);
+    if (run.steps.some((m) => m.timing)) {
+      chart('Verifier (wall clock, not replayed)', steps, [['share of the step', field(run, (m) => m.timing?.verifierShare)]], 'the verifier\'s time over the step\'s');
+      chart('Verifier throughput (per second of its time)', steps, [['validations/s', field(run, (m) => m.timing?.validationsPerSecond)], ['answer checks/s', field(run, (m) => m.timing?.checksPerSecond)]]);
+    }
   }
 
   const tables = document.getElementById('tables')!;
