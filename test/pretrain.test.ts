@@ -14,7 +14,7 @@ import { loadModel, randomModel } from '../src/model/checkpoint.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { loadTokenizer } from '../src/model/tokenizer.js';
 import { Streams } from '../src/runtime/streams.js';
-import { arithTokenizer, deduceSolveRate, parsePretrainScenario, pretrain } from '../src/train/pretrain.js';
+import { arithTokenizer, deduceSolveRate, learningRate, parsePretrainScenario, pretrain } from '../src/train/pretrain.js';
 
 const cpu = new CpuBackend();
 
@@ -62,6 +62,16 @@ describe('pretraining', () => {
     expect(saved.config.vocabSize).toBe(first.config.vocabSize);
   });
 
+  it('schedules the learning rate: constant, or a cosine from lr at the first step down to lr / 10 at the last', () => {
+    const train = { steps: 101, batch: 1, lr: 0.002, maxGradNorm: 1 };
+    expect(learningRate({ ...train, schedule: 'constant' }, 70)).toBe(0.002);
+    const cosine = Array.from({ length: 101 }, (_, step) => learningRate({ ...train, schedule: 'cosine' }, step));
+    expect(cosine[0]).toBeCloseTo(0.002, 12);
+    expect(cosine[50]).toBeCloseTo(0.0011, 12); // halfway: the mean of lr and lr / 10
+    expect(cosine[100]).toBeCloseTo(0.0002, 12);
+    expect(cosine.every((lr, i) => i === 0 || lr < cosine[i - 1]!)).toBe(true);
+  });
+
   it('refuses an unknown field of the pretraining scenario, naming it', () => {
     expect(() => parsePretrainScenario('name: t\nseed: 1\nmodel: { preset: tiny }\ntrain: { steps: 1, epochs: 2 }\nout: x\n', 'p.yaml')).toThrow(/^p\.yaml: field "train": unknown field\(s\) "epochs"$/);
   });
@@ -72,6 +82,7 @@ const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.lengt
 describe('the shipped base model, models/arith-tiny', () => {
   it('solves held-out deduce tasks well above a random model and well below perfect', async () => {
     const card = parsePretrainScenario(readFileSync('scenarios/pretrain/arith-tiny.yaml', 'utf8'), 'arith-tiny.yaml');
+    if (card.domain !== 'arith') throw new Error('arith-tiny.yaml is an arith scenario');
     // The held-out tasks of its pretraining scenario: drawn from their own stream, never in the training text.
     const rng = new Streams(card.seed).stream('held-out');
     const tasks: ArithTask[] = Array.from({ length: card.eval.tasks }, () => randomTask(rng, 'deduce', card.corpus));

@@ -167,7 +167,9 @@ describe('special tokens from the post-processor (BOS)', () => {
 
 describe('the shipped models/arith-tiny after its tokenizer.json gained the post-processor', () => {
   const shipped = loadTokenizer('models/arith-tiny/tokenizer.json');
-  const card = parsePretrainScenario(readFileSync('scenarios/pretrain/arith-tiny.yaml', 'utf8'), 'arith-tiny.yaml');
+  const parsed = parsePretrainScenario(readFileSync('scenarios/pretrain/arith-tiny.yaml', 'utf8'), 'arith-tiny.yaml');
+  if (parsed.domain !== 'arith') throw new Error('scenarios/pretrain/arith-tiny.yaml: expected the arith domain');
+  const card = parsed;
 
   it('is the character tokenizer populora writes, with the same ids', () => {
     const file = JSON.parse(readFileSync('models/arith-tiny/tokenizer.json', 'utf8')) as { model: { vocab: Record<string, number> } };

@@ -138,8 +138,8 @@ program
   .action(runCommand(replayCommand));
 program
   .command('pretrain')
-  .description('train a tiny base model from scratch on the toy domain\'s text; writes it in Hugging Face layout with its loss curve')
-  .argument('<scenario>', 'pretraining scenario, e.g. scenarios/pretrain/arith-tiny.yaml')
+  .description('train a tiny base model from scratch on a domain\'s task text (arith or python); writes it in Hugging Face layout with its loss curve and held-out scores')
+  .argument('<scenario>', 'pretraining scenario, e.g. scenarios/pretrain/arith-tiny.yaml or scenarios/pretrain/python-tiny.yaml')
   .option('--out <dir>', 'model folder (default: the scenario\'s "out")')
   .action(runCommand(pretrainCommand));
 program

@@ -1,13 +1,18 @@
-// `populora pretrain SCENARIO`: trains the toy domain's base model from scratch (src/train/pretrain.ts) with a
-// progress bar, then writes it in Hugging Face layout with its loss curve (loss.html), its log and a model card.
+// `populora pretrain SCENARIO`: trains a domain's base model from scratch (src/train/pretrain.ts) with a progress
+// bar, then writes it in Hugging Face layout with its loss curve (loss.html), its log, its held-out set (code
+// domain: held_out.json) and a model card.
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
 import { openBackend } from '../backend/select.js';
 import { writeLossCurve } from '../report/report.js';
-import { parsePretrainScenario, pretrain } from '../train/pretrain.js';
+import { parsePretrainScenario, pretrain, type PretrainResult, type PretrainScenario, type Scores } from '../train/pretrain.js';
 import { UsageError } from './run-command.js';
+
+const LOG_LINE_MS = 30_000; // a progress line this often when the output is not a terminal
+const percent = (share: number) => `${(100 * share).toFixed(1)}%`;
+const showScores = (scores: Scores) => Object.entries(scores).map(([name, share]) => `${name} ${percent(share)}`).join(', ');
 
 export async function pretrainCommand(file: string, options: { out?: string }): Promise<void> {
   let text: string;
@@ -19,23 +24,34 @@ export async function pretrainCommand(file: string, options: { out?: string }): 
   const scenario = parsePretrainScenario(text, file);
   const out = options.out ?? scenario.out;
   const backend = await openBackend(scenario.backend);
-  const bar = new cliProgress.SingleBar({ format: 'step {value}/{total} |{bar}| loss {loss} | held-out deduce {solve} | {eta_formatted} left', hideCursor: true, etaBuffer: 20, noTTYOutput: true, notTTYSchedule: 30_000 }, cliProgress.Presets.shades_classic);
-  console.log(`pretraining ${scenario.name} on ${backend.deviceDescription}: ${scenario.train.steps} steps of ${scenario.train.batch} sequences → ${out}`);
-  bar.start(scenario.train.steps, 0, { loss: '  -  ', solve: '  -  ' });
+  const bar = new cliProgress.SingleBar({ format: 'step {value}/{total} |{bar}| loss {loss} | held-out {scores} | {eta_formatted} left', hideCursor: true, etaBuffer: 20, noTTYOutput: true, notTTYSchedule: LOG_LINE_MS }, cliProgress.Presets.shades_classic);
+  console.log(`pretraining ${scenario.name} (${scenario.domain}) on ${backend.deviceDescription}: ${scenario.train.steps} steps of ${scenario.train.batch} sequences → ${out}`);
+  if (scenario.domain === 'python') console.log(`validating a pool of ${scenario.corpus.programs} generated programs in the sandbox (${scenario.corpus.heldOut} held out)…`);
   const started = performance.now();
-  let lastSolve = '  -  ';
+  let barStarted = false;
+  let lastScores = '  -  ';
+  let lastLine = started;
   try {
     const result = await pretrain({ ...scenario, out }, backend, (p) => {
-      if (p.heldOutSolveRate !== null) lastSolve = `${(100 * p.heldOutSolveRate).toFixed(1)}%`;
-      bar.update(p.step, { loss: p.loss.toFixed(3), solve: lastSolve });
+      if (!barStarted) bar.start(scenario.train.steps, 0, { loss: '  -  ', scores: lastScores });
+      barStarted = true;
+      if (p.scores !== null) lastScores = showScores(p.scores);
+      bar.update(p.step, { loss: p.loss.toFixed(3), scores: lastScores });
+      // Training keeps the event loop busy, so the bar's own timer seldom fires: without a terminal, print a line
+      // every 30 s from here.
+      if (!process.stdout.isTTY && performance.now() - lastLine >= LOG_LINE_MS) {
+        bar.render();
+        lastLine = performance.now();
+      }
     });
     bar.stop();
     const minutes = (performance.now() - started) / 60_000;
     const final = result.evaluations.at(-1)!;
-    writeFileSync(join(out, 'pretrain_log.json'), `${JSON.stringify({ scenario, losses: result.losses, evaluations: result.evaluations }, null, 1)}\n`);
+    writeFileSync(join(out, 'pretrain_log.json'), `${JSON.stringify({ scenario, device: backend.deviceDescription, minutes, losses: result.losses, evaluations: result.evaluations }, null, 1)}\n`);
+    if (result.heldOut !== null) writeFileSync(join(out, 'held_out.json'), `${JSON.stringify(result.heldOut, null, 1)}\n`);
     writeLossCurve(join(out, 'loss.html'), `pretraining ${scenario.name}`, result.losses, result.evaluations);
-    writeFileSync(join(out, 'README.md'), modelCard(file, scenario.name, scenario.seed, result.config.hiddenSize, result.config.numLayers, final.heldOutSolveRate, scenario.eval.tasks, backend.deviceDescription, minutes));
-    console.log(`held-out deduce solve rate ${(100 * final.heldOutSolveRate).toFixed(1)}% of ${scenario.eval.tasks}; final loss ${result.losses.at(-1)!.toFixed(3)}; ${minutes.toFixed(1)} min`);
+    writeFileSync(join(out, 'README.md'), modelCard(file, scenario, result, backend.deviceDescription, minutes));
+    console.log(`held-out ${showScores(final.scores)}; final loss ${result.losses.at(-1)!.toFixed(3)}; ${minutes.toFixed(1)} min`);
     console.log(`model: ${out} (Hugging Face layout); loss curve: ${join(out, 'loss.html')}`);
   } finally {
     bar.stop();
@@ -43,20 +59,49 @@ export async function pretrainCommand(file: string, options: { out?: string }): 
   }
 }
 
-function modelCard(file: string, name: string, seed: number, hidden: number, layers: number, solveRate: number, tasks: number, device: string, minutes: number): string {
-  return `# ${name}
-
-A tiny Llama-family base model (hidden size ${hidden}, ${layers} layers, character tokenizer) pretrained from scratch
-on text of populora's toy arithmetic domain: solved deduce, abduce and induce tasks and teachers' proposals, in the
-formats the actors use. It is the default base model of \`scenarios/quickstart.yaml\`.
-
-Reproduce it (bit for bit on the same backend) with:
+function modelCard(file: string, scenario: PretrainScenario, result: PretrainResult, device: string, minutes: number): string {
+  const { hiddenSize, numLayers } = result.config;
+  const final = result.evaluations.at(-1)!;
+  const reproduce = `Reproduce it (bit for bit on the same backend) with:
 
     npx populora pretrain ${file}
 
-(seed ${seed}; ${device}; ${minutes.toFixed(1)} minutes).
+(seed ${scenario.seed}; ${device}; ${minutes.toFixed(1)} minutes).`;
+  if (scenario.domain === 'arith') {
+    return `# ${scenario.name}
 
-Greedy solve rate on ${tasks} held-out deduce tasks (never in the training text): **${(100 * solveRate).toFixed(1)}%**.
+A tiny Llama-family base model (hidden size ${hiddenSize}, ${numLayers} layers, character tokenizer) pretrained from scratch
+on text of populora's toy arithmetic domain: solved deduce, abduce and induce tasks and teachers' proposals, in the
+formats the actors use. It is the default base model of \`scenarios/quickstart.yaml\`.
+
+${reproduce}
+
+Greedy solve rate on ${scenario.eval.tasks} held-out deduce tasks (never in the training text): **${percent(final.scores['deduce']!)}**.
 \`loss.html\` plots the training loss and the held-out solve rate; \`pretrain_log.json\` holds both.
+`;
+  }
+  const parameters = (hiddenSize * result.config.vocabSize * 2 + numLayers * (4 * hiddenSize * hiddenSize + 3 * hiddenSize * result.config.intermediateSize)) / 1e6;
+  return `# ${scenario.name}
+
+A tiny Llama-family base model (hidden size ${hiddenSize}, ${numLayers} layers, about ${parameters.toFixed(2)} M parameters, a character
+tokenizer of printable ASCII, context ${result.config.maxPositionEmbeddings}) pretrained from scratch on text of populora's code domain: AZR-style
+tasks generated by \`src/domains/python/corpus.ts\` (small functions over ints, lists, strings and dicts), their
+outputs computed by the project's sandbox, written exactly as the actors show and expect them: teachers' proposal
+prompts (0 to ${scenario.corpus.references} reference tasks) and proposals, and code_o, code_i and code_f solve prompts and answers. It is
+the default base model of \`scenarios/code.yaml\`.
+
+${reproduce}
+
+Scores at the end of pretraining (step 0 of self-play), on ${scenario.corpus.heldOut} held-out programs that never appear in
+the training text (\`held_out.json\`):
+
+| score | value |
+|---|---|
+| greedy code_o solve rate (${scenario.eval.tasks} held-out tasks) | **${percent(final.scores['code_o']!)}** |
+| greedy code_i solve rate (${scenario.eval.tasks} held-out tasks) | **${percent(final.scores['code_i']!)}** |
+| proposals that validate (${scenario.eval.proposals} sampled at temperature ${scenario.eval.temperature}, seed tasks as references) | **${percent(final.scores['proposals']!)}** |
+
+\`loss.html\` plots the training loss and the held-out scores; \`pretrain_log.json\` holds both;
+\`bench/code-step0.ts\` measures the step-0 scores again over two seeds (\`bench/results/code-step0.json\`).
 `;
 }

@@ -293,9 +293,13 @@ const TINY: LlamaConfig = {
   torchDtype: 'float32',
 };
 
-/** Named shapes: `tiny` and `qwen2-tiny` for tests and the toy tier, `qwen2.5-0.5b-shape` for benchmarks. */
+/**
+ * Named shapes: `tiny` and `qwen2-tiny` for tests and the toy tier, `code-tiny` for the code domain's embedded base
+ * model (tiny's shape with room for a reference task, a prompt and a proposal), `qwen2.5-0.5b-shape` for benchmarks.
+ */
 export const TINY_CONFIGS: Record<string, LlamaConfig> = {
   tiny: TINY,
+  'code-tiny': { ...TINY, maxPositionEmbeddings: 768 },
   'qwen2-tiny': { ...TINY, modelType: 'qwen2', attentionBias: true, tieWordEmbeddings: true },
   'qwen2.5-0.5b-shape': {
     ...TINY,

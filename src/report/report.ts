@@ -182,17 +182,20 @@ export function summaryRows(runs: readonly RunData[]): Array<Record<string, stri
   });
 }
 
-/** A pretraining run's loss curve (and held-out solve rate) as one self-contained page. */
-export function writeLossCurve(file: string, title: string, losses: readonly number[], evaluations: ReadonlyArray<{ step: number; heldOutSolveRate: number }>): void {
+/** A pretraining run's loss curve and its held-out scores (each a share in [0, 1], by name) as one self-contained page. */
+export function writeLossCurve(file: string, title: string, losses: readonly number[], evaluations: ReadonlyArray<{ step: number; scores: Record<string, number> }>): void {
   const steps = losses.map((_, i) => i + 1);
-  const solve = steps.map((step) => evaluations.find((e) => e.step === step)?.heldOutSolveRate ?? null);
-  const data = embedJson([steps, losses, solve]);
+  const names = [...new Set(evaluations.flatMap((e) => Object.keys(e.scores)))];
+  const scores = names.map((name) => steps.map((step) => evaluations.find((e) => e.step === step)?.scores[name] ?? null));
+  const colors = ['#d62728', '#2ca02c', '#ff7f0e', '#9467bd'];
+  const series = names.map((name, i) => ({ label: `held-out ${name}`, stroke: colors[i % colors.length], scale: 'score', spanGaps: true, points: { show: true } }));
+  const data = embedJson([steps, losses, ...scores]);
   const body = `<div id="chart" class="chart"></div>
 <script>
 const data = ${data};
-new uPlot({ width: 800, height: 360, scales: { x: { time: false }, solve: { range: [0, 1] } },
-  axes: [{ label: 'step' }, { label: 'cross-entropy (nats/token)' }, { side: 1, scale: 'solve', label: 'held-out deduce solve rate', grid: { show: false } }],
-  series: [{ label: 'step' }, { label: 'training loss', stroke: '#1f77b4', width: 1 }, { label: 'held-out solve rate', stroke: '#d62728', scale: 'solve', spanGaps: true, points: { show: true } }] },
+new uPlot({ width: 800, height: 360, scales: { x: { time: false }, score: { range: [0, 1] } },
+  axes: [{ label: 'step' }, { label: 'cross-entropy (nats/token)' }, { side: 1, scale: 'score', label: 'held-out score', grid: { show: false } }],
+  series: [{ label: 'step' }, { label: 'training loss', stroke: '#1f77b4', width: 1 }, ...${embedJson(series)}] },
   data, document.getElementById('chart'));
 </script>`;
   writeFileSync(file, uplotPage(title, body));

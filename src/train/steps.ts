@@ -63,18 +63,18 @@ export async function policyGradientStep(trainer: LlamaTrainer, optimizer: AdamW
   return applyGradients(trainer, optimizer, grads, [...new Set(samples.map((s) => s.adapter).filter((a) => a >= 0))], weights);
 }
 
-/** One next-token cross-entropy update; 'full' trains every base weight, 'lora' the sequences' adapters. */
-export async function crossEntropyStep(trainer: LlamaTrainer, optimizer: AdamW, sequences: readonly TrainSequence[], mode: TrainMode): Promise<StepReport> {
+/** One next-token cross-entropy update; 'full' trains every base weight, 'lora' the sequences' adapters. `lr`: this step's (a schedule's), else the optimizer's. */
+export async function crossEntropyStep(trainer: LlamaTrainer, optimizer: AdamW, sequences: readonly TrainSequence[], mode: TrainMode, lr?: number): Promise<StepReport> {
   const { config, maxContext } = trainer.model;
   const batch = packSequences(sequences, config.vocabSize, maxContext);
   const { weights, grads } = await gradientsOf(trainer, batch, mode, (logProbs) => crossEntropyWeights(batch, logProbs));
   const active = mode === 'full' ? [0] : [...new Set(sequences.map((s) => s.adapter).filter((a) => a >= 0))];
-  return applyGradients(trainer, optimizer, grads, active, weights);
+  return applyGradients(trainer, optimizer, grads, active, weights, lr);
 }
 
-async function applyGradients(trainer: LlamaTrainer, optimizer: AdamW, grads: Gradients, active: number[], weights: LossWeights): Promise<StepReport> {
+async function applyGradients(trainer: LlamaTrainer, optimizer: AdamW, grads: Gradients, active: number[], weights: LossWeights, lr?: number): Promise<StepReport> {
   try {
-    const { gradNorms } = await optimizer.step(grads, active);
+    const { gradNorms } = await optimizer.step(grads, active, lr);
     return { ...weights, gradNorms };
   } finally {
     grads.forEach((g) => trainer.model.backend.free(g));

@@ -1,0 +1,119 @@
+// Pretraining on the code domain: the pool of sandbox-validated programs (src/domains/python/corpus-pool.ts) is
+// built once, its held-out part set aside, and the model is scored on what self-play asks of it at step 0: greedy
+// answers to held-out code_o and code_i tasks, checked by the verifier, and the share of sampled proposals (prompts
+// as a fresh teacher's: seed tasks as references) that the verifier validates.
+
+import { z } from 'zod';
+import { domainNamed } from '../domains/index.js';
+import { buildPool, corpusExample, poolTask, type PoolProgram } from '../domains/python/corpus-pool.js';
+import { PythonVerifierPool } from '../domains/python/verifier-pool.js';
+import { proposalPrompt, solvePrompt } from '../domains/python/prompts.js';
+import { CODE_TASK_TYPES, SEED_TASKS, type CodeTask } from '../domains/python/tasks.js';
+import { generate, type GenerationRequest } from '../model/generate.js';
+import type { LlamaModel } from '../model/llama.js';
+import { characterTokenizer, type TextTokenizer } from '../model/tokenizer.js';
+import type { RandomStream, Streams } from '../runtime/streams.js';
+import type { PretrainCorpus, PretrainScenario, Scores } from './pretrain.js';
+
+const int = (min: number) => z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` });
+
+export const pythonCorpusSchema = z.strictObject({
+  programs: int(2).default(6000), // distinct validated programs in the pool, held-out ones included
+  heldOut: int(1).default(300), // of them, never trained on
+  references: int(0).default(1), // most reference tasks a proposal example shows (as scenarios' tasks.references)
+  workers: int(1).default(2), // sandbox processes validating the pool
+});
+export const pythonEvalSchema = z.strictObject({
+  tasks: int(1).default(200), // held-out code_o tasks, and as many code_i tasks
+  proposals: int(0).default(60), // sampled proposals, the task types in turn
+  temperature: z.number({ error: 'expected a number' }).min(0, { error: 'expected a number >= 0 (0 = greedy)' }).default(1), // of the proposals
+  maxTokens: int(1).default(192), // per answer or proposal, as scenarios' sampling.maxTokens
+  every: int(0).default(0),
+});
+type PythonScenario = Extract<PretrainScenario, { domain: 'python' }>;
+export type PythonEvalOptions = z.infer<typeof pythonEvalSchema>;
+
+/** The code domain's preset tokenizer: characters of printable ASCII. */
+export const pythonTokenizer = () => characterTokenizer(domainNamed('python').alphabet, 'the python character tokenizer');
+
+/** Held-out tasks the model is scored on: one code_o and one code_i task per held-out program, on different inputs. */
+export interface HeldOutTasks {
+  programs: PoolProgram[];
+  code_o: CodeTask[];
+  code_i: CodeTask[];
+}
+
+export function heldOutTasks(programs: PoolProgram[], count: number, rng: RandomStream): HeldOutTasks {
+  const chosen = programs.slice(0, count);
+  const inputs = chosen.map((p) => rng.sample(p.inputs.length, 2));
+  return { programs, code_o: chosen.map((p, i) => poolTask(p, 'code_o', inputs[i]![0]!)), code_i: chosen.map((p, i) => poolTask(p, 'code_i', inputs[i]![1]!)) };
+}
+
+const decode = (tokenizer: TextTokenizer, tokens: readonly number[]) => tokenizer.decode(tokens.filter((t) => t !== tokenizer.eosTokenId));
+const promptTokens = (tokenizer: TextTokenizer, text: string) => tokenizer.encodePrompt(text);
+
+/** The model's answers to the tasks (greedy unless a temperature is given), checked by the verifier: the share right. */
+export async function solveRate(model: LlamaModel, tokenizer: TextTokenizer, verifier: PythonVerifierPool, tasks: readonly CodeTask[], options: { maxTokens: number; temperature?: number; seed?: number }): Promise<number> {
+  if (tasks.length === 0) return 0;
+  const requests: GenerationRequest[] = tasks.map((task, i) => ({ requestId: i, prompt: promptTokens(tokenizer, solvePrompt(task)), adapter: -1, maxTokens: options.maxTokens, seed: options.seed ?? 0, temperature: options.temperature ?? 0, stopTokens: [tokenizer.eosTokenId!] }));
+  const results = await generate(model, requests);
+  const outcomes = await verifier.verify(results.map((r, i) => ({ kind: 'check', task: tasks[i]!, answer: decode(tokenizer, r.tokens) })));
+  return outcomes.filter((o) => o.kind === 'check' && o.check.correct).length / tasks.length;
+}
+
+/**
+ * `count` proposals sampled from prompts a step-0 teacher writes (task types in turn, `references` seed tasks drawn
+ * from the buffer as teacher.ts draws them, fewer if the prompt would not fit beside the generation), validated by
+ * the verifier: the share valid, and the texts.
+ */
+export async function proposalValidity(model: LlamaModel, tokenizer: TextTokenizer, verifier: PythonVerifierPool, rng: RandomStream, options: { count: number; references: number; temperature: number; maxTokens: number }): Promise<{ valid: number; texts: string[] }> {
+  if (options.count === 0) return { valid: 0, texts: [] };
+  const promptCharacters = model.maxContext - options.maxTokens - 1;
+  const types = Array.from({ length: options.count }, (_, i) => CODE_TASK_TYPES[i % CODE_TASK_TYPES.length]!);
+  const prompts = types.map((type) => {
+    const references = rng.sample(SEED_TASKS.length, Math.min(options.references, SEED_TASKS.length)).map((k) => SEED_TASKS[k]!);
+    let fitting = references.length;
+    while (fitting > 0 && proposalPrompt(type, references.slice(0, fitting)).length > promptCharacters) fitting--;
+    return proposalPrompt(type, references.slice(0, fitting));
+  });
+  const seed = rng.u32();
+  const requests: GenerationRequest[] = prompts.map((prompt, i) => ({ requestId: i, prompt: promptTokens(tokenizer, prompt), adapter: -1, maxTokens: options.maxTokens, seed, temperature: options.temperature, stopTokens: [tokenizer.eosTokenId!] }));
+  const texts = (await generate(model, requests)).map((r) => decode(tokenizer, r.tokens));
+  const outcomes = await verifier.verify(texts.map((text, i) => ({ kind: 'validate', taskType: types[i]!, text })));
+  return { valid: outcomes.filter((o) => o.kind === 'validate' && o.validation.valid).length / options.count, texts };
+}
+
+/** The step-0 scores: greedy code_o and code_i solve rates on held-out tasks, and the share of valid proposals. */
+export async function codeScores(model: LlamaModel, tokenizer: TextTokenizer, verifier: PythonVerifierPool, tasks: HeldOutTasks, rng: RandomStream, options: PythonEvalOptions & { references: number }): Promise<Scores> {
+  return {
+    code_o: await solveRate(model, tokenizer, verifier, tasks.code_o, options),
+    code_i: await solveRate(model, tokenizer, verifier, tasks.code_i, options),
+    proposals: (await proposalValidity(model, tokenizer, verifier, rng, { ...options, count: options.proposals })).valid,
+  };
+}
+
+/** The code domain's corpus: builds the pool (a minute or two of sandbox runs), then serves examples and scores. */
+export async function pythonCorpus(scenario: PythonScenario, streams: Streams, context: number): Promise<PretrainCorpus> {
+  const { corpus } = scenario;
+  if (corpus.heldOut < scenario.eval.tasks) throw new RangeError(`field "eval.tasks": ${scenario.eval.tasks} held-out tasks need at least as many held-out programs (corpus.heldOut is ${corpus.heldOut})`);
+  const tokenizer = pythonTokenizer();
+  const verifier = new PythonVerifierPool(corpus.workers);
+  try {
+    const pool = await buildPool(verifier, streams.stream('programs'), streams.stream('held-out'), corpus.programs, corpus.heldOut);
+    const tasks = heldOutTasks(pool.heldOut, scenario.eval.tasks, streams.stream('held-out-tasks'));
+    let evaluation = 0;
+    return {
+      tokenizer,
+      example: (rng) => {
+        const example = corpusExample(rng, pool.training, corpus.references);
+        return example.prompt.length + example.completion.length + 2 > context ? null : example; // one token per character, a BOS and an EOS
+      },
+      evaluate: (model) => codeScores(model, tokenizer.tokenizer, verifier, tasks, streams.stream('evaluation', evaluation++), { ...scenario.eval, references: corpus.references }),
+      heldOut: { refused: pool.refused, training: pool.training.length, ...tasks },
+      close: () => verifier.close(),
+    };
+  } catch (error) {
+    await verifier.close();
+    throw error;
+  }
+}
