@@ -3,7 +3,6 @@
 // answers judged right by the verifier's check jobs; held-out programs never appear in training text; the
 // pretraining scenario names its bad fields; and a very short pretraining on the code domain runs and repeats.
 
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,21 +16,8 @@ import { proposalText, type CodeTask, type CodeTaskType } from '../src/domains/p
 import { PythonVerifierPool } from '../src/domains/python/verifier-pool.js';
 import { Streams } from '../src/runtime/streams.js';
 import { parsePretrainScenario, pretrain } from '../src/train/pretrain.js';
+import { cpythonOutputs } from './cpython-reference.js';
 
-/** The host's CPython runs each program on each input: the independent oracle for the pool's outputs. */
-function cpythonOutputs(programs: readonly PoolProgram[]): string[][] {
-  const script = `
-import json, sys, ast
-out = []
-for case in json.load(sys.stdin):
-    g = {}
-    exec(case['program'], g)
-    out.append([repr(g['f'](*ast.literal_eval('(' + i + ',)'))) for i in case['inputs']])
-print(json.dumps(out))`;
-  const run = spawnSync('python3', ['-c', script], { input: JSON.stringify(programs), encoding: 'utf8', env: { ...process.env, PYTHONHASHSEED: '0' } });
-  expect(run.status, `python3 is needed as the reference: ${run.stderr}`).toBe(0);
-  return JSON.parse(run.stdout) as string[][];
-}
 
 const correct = (outcome: VerifyOutcome) => outcome.kind === 'check' && outcome.check.correct;
 

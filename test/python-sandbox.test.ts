@@ -4,7 +4,7 @@
 // interpreter's real builtins and sys finds no JavaScript, no import, no judge it can reach), ordinary programs
 // verified against the host's CPython as an independent oracle, and the parsing of model text.
 
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PythonExecutor, type RunResult } from '../src/domains/python/executor.js';
 import { solvePrompt } from '../src/domains/python/prompts.js';
 import { checkAnswer, parseInputs, parseProgram, parseValue, SEED_TASKS, validateProposal, type CodeTask } from '../src/domains/python/tasks.js';
+import { cpythonOutputs } from './cpython-reference.js';
 import { HEALTH_CHECK, HOSTILE, ORDINARY, SENTINEL_DIR, type HostileProgram } from './python-corpus.js';
 
 let python: PythonExecutor;
@@ -26,20 +27,6 @@ const proposal = (program: string, ...inputs: string[]) => [fence('python', prog
 /** Python run with the interpreter's real builtins and sys: what a program that escaped every layer above could do. */
 const asEscaped = (source: string) => String((python as unknown as { pyodide: { runPython(code: string): unknown } }).pyodide.runPython(source));
 
-/** The host's CPython runs each program on each input: the independent oracle for outputs. */
-function cpythonOutputs(cases: ReadonlyArray<{ program: string; inputs: string[] }>): string[][] {
-  const script = `
-import json, sys, ast
-out = []
-for case in json.load(sys.stdin):
-    g = {}
-    exec(case['program'], g)
-    out.append([repr(g['f'](*ast.literal_eval('(' + i + ',)'))) for i in case['inputs']])
-print(json.dumps(out))`;
-  const run = spawnSync('python3', ['-c', script], { input: JSON.stringify(cases), encoding: 'utf8', env: { ...process.env, PYTHONHASHSEED: '0' } });
-  expect(run.status, `python3 is needed as the reference: ${run.stderr}`).toBe(0);
-  return JSON.parse(run.stdout) as string[][];
-}
 
 function expectVerdict(result: RunResult, entry: HostileProgram): void {
   if (entry.reason === 'ok') {
