@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/backend/cpu.js';
 import type { VerifyOutcome } from '../src/domains/domain.js';
 import { randomProgram } from '../src/domains/python/corpus.js';
-import { buildPool, corpusExample, poolTask, type PoolProgram, type ProgramPool } from '../src/domains/python/corpus-pool.js';
+import { TrainingPrograms, buildPool, corpusExample, poolTask, type PoolProgram, type ProgramPool } from '../src/domains/python/corpus-pool.js';
 import { proposalPrompt, solvePrompt } from '../src/domains/python/prompts.js';
 import { proposalText, type CodeTask, type CodeTaskType } from '../src/domains/python/tasks.js';
 import { PythonVerifierPool } from '../src/domains/python/verifier-pool.js';
@@ -57,16 +57,16 @@ describe('the validated pool', () => {
     expect(pool.heldOut.length).toBe(30);
     const heldOut = pool.heldOut.map((p) => p.program);
     expect(pool.training.filter((p) => heldOut.includes(p.program))).toEqual([]);
-    const rng = new Streams(9).stream('corpus', 0);
+    const [rng, training] = [new Streams(9).stream('corpus', 0), new TrainingPrograms(pool.training)];
     for (let i = 0; i < 3000; i++) {
-      const { prompt, completion } = corpusExample(rng, pool.training, 2);
+      const { prompt, completion } = corpusExample(rng, training, 2);
       for (const program of heldOut) expect(prompt.includes(program) || completion.includes(program)).toBe(false);
     }
   });
 
   it('writes the actors\' text, and the verifier marks every answer right and validates every proposal', async () => {
-    const rng = new Streams(9).stream('corpus', 1);
-    const examples = Array.from({ length: 240 }, () => corpusExample(rng, pool.training, 2));
+    const [rng, training] = [new Streams(9).stream('corpus', 1), new TrainingPrograms(pool.training)];
+    const examples = Array.from({ length: 240 }, () => corpusExample(rng, training, 2));
     expect(new Set(examples.map((e) => e.kind)).size).toBe(6);
     const solves = examples.filter((e) => e.kind.startsWith('solve/'));
     const proposals = examples.filter((e) => e.kind.startsWith('propose/'));
@@ -118,7 +118,7 @@ describe('the pretraining scenario', () => {
 
 describe('pretraining on the code domain', () => {
   const scenario = (out: string) =>
-    parsePretrainScenario(`name: t\nseed: 3\ndomain: python\nmodel: { preset: tiny }\ncorpus: { programs: 24, heldOut: 6, workers: 1 }\ntrain: { steps: 6, batch: 4, lr: 0.01 }\neval: { tasks: 4, proposals: 3, maxTokens: 16 }\nout: ${out}\n`, 't.yaml');
+    parsePretrainScenario(`name: t\nseed: 3\ndomain: python\nmodel: { preset: tiny }\ncorpus: { programs: 60, heldOut: 6, workers: 1 }\ntrain: { steps: 6, batch: 4, lr: 0.01 }\neval: { tasks: 4, proposals: 3, maxTokens: 16 }\nout: ${out}\n`, 't.yaml');
 
   it('runs end to end, scores the held-out tasks, and repeats bit for bit', async () => {
     const cpu = new CpuBackend();

@@ -5,7 +5,7 @@
 
 import { z } from 'zod';
 import { domainNamed } from '../domains/index.js';
-import { buildPool, corpusExample, poolTask, type PoolProgram } from '../domains/python/corpus-pool.js';
+import { TrainingPrograms, buildPool, corpusExample, poolTask, type PoolProgram } from '../domains/python/corpus-pool.js';
 import { PythonVerifierPool } from '../domains/python/verifier-pool.js';
 import { proposalPrompt, solvePrompt } from '../domains/python/prompts.js';
 import { CODE_TASK_TYPES, SEED_TASKS, type CodeTask } from '../domains/python/tasks.js';
@@ -101,11 +101,12 @@ export async function pythonCorpus(scenario: PythonScenario, streams: Streams, c
   try {
     const pool = await buildPool(verifier, streams.stream('programs'), streams.stream('held-out'), corpus.programs, corpus.heldOut);
     const tasks = heldOutTasks(pool.heldOut, scenario.eval.tasks, streams.stream('held-out-tasks'));
+    const training = new TrainingPrograms(pool.training);
     let evaluation = 0;
     return {
       tokenizer,
       example: (rng) => {
-        const example = corpusExample(rng, pool.training, corpus.references);
+        const example = corpusExample(rng, training, corpus.references);
         return example.prompt.length + example.completion.length + 2 > context ? null : example; // one token per character, a BOS and an EOS
       },
       evaluate: (model) => codeScores(model, tokenizer.tokenizer, verifier, tasks, streams.stream('evaluation', evaluation++), { ...scenario.eval, references: corpus.references }),

@@ -7,9 +7,9 @@
 
 import type { RandomStream } from '../../runtime/streams.js';
 import type { VerifierPool } from '../domain.js';
-import { randomProgram, type GeneratedProgram } from './corpus.js';
+import { drawRecipe, randomProgram, type GeneratedProgram } from './corpus.js';
 import { proposalPrompt, solvePrompt } from './prompts.js';
-import { FUNCTION_PAIRS, SEED_TASKS, proposalText, type CodeTask, type CodeTaskType } from './tasks.js';
+import { CODE_TASK_TYPES, FUNCTION_PAIRS, SEED_TASKS, proposalText, type CodeTask, type CodeTaskType } from './tasks.js';
 
 /** A program the sandbox ran on every one of its inputs: outputs[i] is f(inputs[i]). */
 export interface PoolProgram {
@@ -67,8 +67,48 @@ export async function buildPool(verifier: VerifierPool, generate: RandomStream, 
       programs.push({ recipe: drafts[i]!.recipe, program: task.program, inputs: task.inputs, outputs: task.outputs, inputTypes: task.inputTypes, outputTypes: task.outputTypes });
     });
   }
-  const held = new Set(split.sample(programs.length, heldOut));
+  const held = holdOut(programs, heldOut, split);
   return { training: programs.filter((_, i) => !held.has(i)), heldOut: programs.filter((_, i) => held.has(i)), refused };
+}
+
+/**
+ * Indices of `count` programs to hold out, drawn by recipe as training examples are (so the held-out score weighs the
+ * shapes as training does), at most half of any recipe's programs (a shape with one variant stays in training).
+ */
+function holdOut(programs: readonly PoolProgram[], count: number, rng: RandomStream): Set<number> {
+  const byRecipe = new Map<string, number[]>();
+  programs.forEach((p, i) => byRecipe.set(p.recipe, [...(byRecipe.get(p.recipe) ?? []), i]));
+  const room = [...byRecipe.values()].reduce((n, indices) => n + Math.floor(indices.length / 2), 0);
+  if (count > room) throw new RangeError(`${count} held-out programs are more than half of each recipe's programs allow (${room})`);
+  const held = new Set<number>();
+  while (held.size < count) {
+    const indices = byRecipe.get(drawRecipe(rng));
+    if (!indices) continue;
+    const free = indices.filter((i) => !held.has(i));
+    if (indices.length - free.length < Math.floor(indices.length / 2)) held.add(free[rng.int(free.length)]!);
+  }
+  return held;
+}
+
+/**
+ * The training part, drawn by recipe: a recipe as the generator draws one, then one of its programs. The pool holds
+ * each program text once, so a shape with few variants (`xs[::-1]`) has few programs and one with many (a branch on
+ * constants) has thousands; drawing by recipe keeps the shapes' shares the generator's.
+ */
+export class TrainingPrograms {
+  private readonly byRecipe = new Map<string, PoolProgram[]>();
+
+  constructor(readonly programs: readonly PoolProgram[]) {
+    if (programs.length === 0) throw new RangeError('the training part of the pool is empty');
+    for (const p of programs) this.byRecipe.set(p.recipe, [...(this.byRecipe.get(p.recipe) ?? []), p]);
+  }
+
+  draw(rng: RandomStream): PoolProgram {
+    for (;;) {
+      const programs = this.byRecipe.get(drawRecipe(rng));
+      if (programs) return programs[rng.int(programs.length)]!;
+    }
+  }
 }
 
 /** The task of type `type` on input `k` (code_o, code_i) or on the first `pairs` inputs (code_f). */
@@ -77,43 +117,47 @@ export function poolTask(p: PoolProgram, type: CodeTaskType, k: number, pairs = 
   return { type, program: p.program, inputs: [p.inputs[k]!], outputs: [p.outputs[k]!], inputTypes: [p.inputTypes[k]!], outputTypes: [p.outputTypes[k]!] };
 }
 
-/** code_f pairs: FUNCTION_PAIRS.min to .max, the short end likelier (long proposals cost context and training time). */
+/** A code_f task to solve: FUNCTION_PAIRS.min pairs or more, the short end likelier (long prompts cost context and time). */
 function drawPairs(rng: RandomStream, p: PoolProgram): number {
   const most = Math.min(p.inputs.length, FUNCTION_PAIRS.max);
   return Math.min(most, FUNCTION_PAIRS.min + (rng.next() < 0.6 ? 0 : rng.int(most - FUNCTION_PAIRS.min + 1)));
 }
 
-/** A task of the training part, of any type, as a teacher's buffer would hold it. */
-function randomTask(rng: RandomStream, training: readonly PoolProgram[]): CodeTask {
-  const p = training[rng.int(training.length)]!;
-  const type = (['code_o', 'code_i', 'code_f'] as const)[rng.int(3)]!;
-  return poolTask(p, type, rng.int(p.inputs.length), drawPairs(rng, p));
+/**
+ * A task of the training part, of any type, as a teacher's buffer would hold it. Proposed code_f tasks (references
+ * and proposals) give FUNCTION_PAIRS.min inputs: the fewest a teacher may, and a count a small model learns to keep.
+ */
+function proposedTask(rng: RandomStream, p: PoolProgram, type: CodeTaskType): CodeTask {
+  return poolTask(p, type, rng.int(p.inputs.length), FUNCTION_PAIRS.min);
 }
 
 /** References of a proposal prompt: 0..K of them, each a seed task (what every teacher's buffer starts with) or a valid task. */
-export function drawReferences(rng: RandomStream, training: readonly PoolProgram[], most: number): CodeTask[] {
+export function drawReferences(rng: RandomStream, training: TrainingPrograms, most: number): CodeTask[] {
   const shown = rng.int(most + 1);
-  return Array.from({ length: shown }, () => (rng.next() < 0.5 ? SEED_TASKS[rng.int(SEED_TASKS.length)]! : randomTask(rng, training)));
+  return Array.from({ length: shown }, () => (rng.next() < 0.5 ? SEED_TASKS[rng.int(SEED_TASKS.length)]! : proposedTask(rng, training.draw(rng), CODE_TASK_TYPES[rng.int(3)]!)));
 }
 
-// Shares of the example kinds: code_o answers most (the step-0 score), proposals next (validity).
+// Shares of the example kinds: half proposals (a teacher's every proposal must parse and run), code_o answers next.
 const KINDS: Array<[CorpusExample['kind'], number]> = [
   ['solve/code_o', 0.3],
-  ['solve/code_i', 0.15],
+  ['solve/code_i', 0.1],
   ['solve/code_f', 0.1],
-  ['propose/code_o', 0.15],
-  ['propose/code_i', 0.15],
-  ['propose/code_f', 0.15],
+  ['propose/code_o', 0.17],
+  ['propose/code_i', 0.17],
+  ['propose/code_f', 0.16],
 ];
 
 /** One training example from the training part of the pool. */
-export function corpusExample(rng: RandomStream, training: readonly PoolProgram[], references: number): CorpusExample {
+export function corpusExample(rng: RandomStream, training: TrainingPrograms, references: number): CorpusExample {
   let r = rng.next();
   const kind = KINDS.find(([, share]) => (r -= share) < 0)?.[0] ?? KINDS.at(-1)![0];
   const type = kind.split('/')[1] as CodeTaskType;
-  const p = training[rng.int(training.length)]!;
+  const p = training.draw(rng);
+  if (kind.startsWith('propose/')) {
+    const task = proposedTask(rng, p, type);
+    return { prompt: proposalPrompt(type, drawReferences(rng, training, references)), completion: proposalText(task.program, task.inputs), kind, task };
+  }
   const task = poolTask(p, type, rng.int(p.inputs.length), drawPairs(rng, p));
-  if (kind.startsWith('propose/')) return { prompt: proposalPrompt(type, drawReferences(rng, training, references)), completion: proposalText(task.program, task.inputs), kind, task };
   const completion = type === 'code_o' ? task.outputs[0]! : type === 'code_i' ? task.inputs[0]! : proposalText(task.program, []);
   return { prompt: solvePrompt(task), completion, kind, task };
 }
