@@ -17,7 +17,7 @@ import { LlamaModel } from '../src/model/llama.js';
 import { loadTokenizer } from '../src/model/tokenizer.js';
 import { Streams } from '../src/runtime/streams.js';
 import { loadScenario } from '../src/scenario/scenario.js';
-import { proposalValidity, solveRate, type HeldOutTasks } from '../src/train/pretrain-python.js';
+import { proposalValidity, solveRate, type HeldOutTasks } from '../src/domains/python/pretraining.js';
 
 const { values: args } = parseArgs({
   options: {

@@ -2,19 +2,25 @@
 // (a word to reverse, its own token mask and an in-process verifier), is a scenario's `domain` and runs end to
 // end: its mask shapes every proposal, its verdicts are the reversal the test computes itself, the run replays
 // identically. The same run, given a clock, records each step's verifier throughput in metrics.jsonl, which the
-// replay leaves out of what it compares (and only that).
+// replay leaves out of what it compares (and only that). A domain that brings `pretraining` is one
+// `populora pretrain` trains on: its own corpus fields, its examples, its scores at the steps asked.
 
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { CpuBackend } from '../src/backend/cpu.js';
 import type { Domain, Task, VerifierPool, VerifyJob, VerifyOutcome } from '../src/domains/domain.js';
 import { domainNamed, domainNames, registerDomain } from '../src/domains/index.js';
+import type { DomainPretraining } from '../src/domains/pretraining.js';
+import { characterTokenizer } from '../src/model/tokenizer.js';
 import { readEventLog, type RunEvent } from '../src/runtime/event-log.js';
 import type { StepMetrics } from '../src/runtime/metrics.js';
 import { replayRun } from '../src/runtime/replay.js';
 import { runScenario } from '../src/runtime/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
+import { parsePretrainScenario, pretrain } from '../src/train/pretrain.js';
 
 interface WordTask extends Task {
   type: 'reverse';
@@ -130,5 +136,54 @@ describe('the domain registry', () => {
     writeFileSync(metricsFile, edited((m) => (m.validity = 0.5)));
     const verdict = await replayRun(outDir);
     expect(verdict.differences).toEqual([expect.stringMatching(/metrics\.jsonl: line 1 \(step 0\), field "validity" is 0\.5, the replay has 1$/)]);
+  });
+});
+
+/** Reversal text to pretrain on: "word?" then its reversal; words of `letters` letters, a step's examples seeded. */
+const reversePretraining = (evaluatedAt: number[]): DomainPretraining => {
+  const corpusSchema = z.strictObject({ letters: z.number().int().min(1).default(3) });
+  return {
+    corpusSchema,
+    evalSchema: z.strictObject({ words: z.number().int().min(1).default(4) }),
+    preparing: () => null,
+    open: async (settings) => {
+      const { letters } = corpusSchema.parse(settings.corpus);
+      let steps = 0;
+      return {
+        tokenizer: characterTokenizer(reverseDomain.alphabet, 'letters'),
+        example: (rng) => {
+          const word = Array.from({ length: letters }, () => String.fromCharCode(97 + rng.int(26))).join('');
+          return { prompt: `${word}?`, completion: reverse(word) };
+        },
+        evaluate: async () => {
+          evaluatedAt.push(++steps);
+          return { reversed: 0.5 };
+        },
+        heldOut: null,
+        close: async () => {},
+      };
+    },
+    modelCard: ({ name, scores }) => `# ${name}\nreversed ${scores['reversed']}\n`,
+  };
+};
+
+describe('pretraining on a registered domain', () => {
+  it('parses its own corpus and eval fields, trains on its text, scores at the steps asked, and writes its card', async () => {
+    const evaluated: number[] = [];
+    registerDomain({ ...reverseDomain, name: 'reverse-pretrain', pretraining: reversePretraining(evaluated) });
+    const text = (extra: string) => `name: r\nseed: 4\ndomain: reverse-pretrain\nmodel: { preset: tiny }\ntrain: { steps: 4, batch: 4, lr: 0.01 }\nout: x\n${extra}`;
+    expect(() => parsePretrainScenario(text('corpus: { maxDepth: 2 }\n'), 'r.yaml')).toThrow(/^r\.yaml: field "corpus": unknown field\(s\) "maxDepth"$/);
+    expect(() => parsePretrainScenario(text('domain: chess\n').replace('domain: reverse-pretrain\n', ''), 'r.yaml')).toThrow(/field "domain": expected one of arith, python, .*reverse-pretrain/);
+    const scenario = parsePretrainScenario(text('corpus: { letters: 2 }\neval: { every: 2 }\n'), 'r.yaml');
+    expect(scenario).toMatchObject({ corpus: { letters: 2 }, eval: { words: 4, every: 2 } });
+
+    const out = mkdtempSync(join(tmpdir(), 'populora-pretrain-reverse-'));
+    const result = await pretrain({ ...scenario, out }, new CpuBackend());
+    expect(result.evaluations).toEqual([{ step: 2, scores: { reversed: 0.5 } }, { step: 4, scores: { reversed: 0.5 } }]);
+    expect(evaluated).toEqual([1, 2]);
+    expect(result.losses).toHaveLength(4);
+    expect(result.losses.at(-1)!).toBeLessThan(result.losses[0]!);
+    expect(existsSync(join(out, 'model.safetensors'))).toBe(true);
+    expect(domainNamed('reverse-pretrain').pretraining!.modelCard({ name: 'r', settings: { corpus: {}, eval: {} }, config: result.config, parametersMillions: 0, scores: { reversed: 0.5 }, reproduce: '' })).toBe('# r\nreversed 0.5\n');
   });
 });

@@ -20,7 +20,7 @@ import type { StepMetrics } from '../src/runtime/metrics.js';
 import { readCheckpointState, runScenario } from '../src/runtime/run.js';
 import type { World } from '../src/runtime/world.js';
 import { parseScenario } from '../src/scenario/scenario.js';
-import { deduceSolveRate } from '../src/train/pretrain.js';
+import { deduceSolveRate } from '../src/domains/arith/pretraining.js';
 
 const arith = domainNamed('arith');
 

@@ -14,7 +14,8 @@ import { loadModel, randomModel } from '../src/model/checkpoint.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { loadTokenizer } from '../src/model/tokenizer.js';
 import { Streams } from '../src/runtime/streams.js';
-import { arithTokenizer, deduceSolveRate, learningRate, parsePretrainScenario, pretrain } from '../src/train/pretrain.js';
+import { arithCorpusSchema, arithEvalSchema, arithTokenizer, deduceSolveRate } from '../src/domains/arith/pretraining.js';
+import { domainSettings, learningRate, parsePretrainScenario, pretrain } from '../src/train/pretrain.js';
 
 const cpu = new CpuBackend();
 
@@ -85,7 +86,7 @@ describe('the shipped base model, models/arith-tiny', () => {
     if (card.domain !== 'arith') throw new Error('arith-tiny.yaml is an arith scenario');
     // The held-out tasks of its pretraining scenario: drawn from their own stream, never in the training text.
     const rng = new Streams(card.seed).stream('held-out');
-    const tasks: ArithTask[] = Array.from({ length: card.eval.tasks }, () => randomTask(rng, 'deduce', card.corpus));
+    const tasks: ArithTask[] = Array.from({ length: arithEvalSchema.parse(domainSettings(card).eval).tasks }, () => randomTask(rng, 'deduce', arithCorpusSchema.parse(card.corpus)));
     const { config, weights, tokenizerFile } = loadModel('models/arith-tiny');
     const trained = await deduceSolveRate(LlamaModel.upload(cpu, config, weights), loadTokenizer(tokenizerFile!), tasks);
     const random = await deduceSolveRate(LlamaModel.upload(cpu, config, randomModel(config, 0)), arithTokenizer().tokenizer, tasks);

@@ -15,7 +15,8 @@ import { ModelFormatError } from '../src/model/errors.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { ARITH_ALPHABET, CHAR_SPECIALS, characterTokenizer, charTokenizerJson, loadTokenizer, tokenizerConfigFor } from '../src/model/tokenizer.js';
 import { Streams } from '../src/runtime/streams.js';
-import { arithTokenizer, deduceSolveRate, parsePretrainScenario } from '../src/train/pretrain.js';
+import { arithCorpusSchema, arithEvalSchema, arithTokenizer, deduceSolveRate } from '../src/domains/arith/pretraining.js';
+import { domainSettings, parsePretrainScenario } from '../src/train/pretrain.js';
 import { addedId, BYTE_CHARS, qwen, qwenJson, vocabId } from './qwen-tokenizer.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'populora-tokenizer-'));
@@ -179,7 +180,7 @@ describe('the shipped models/arith-tiny after its tokenizer.json gained the post
 
   it('encodes every prompt the engine and pretraining send exactly as the hand-prepended <bos> did', () => {
     const rng = new Streams(7).stream('prompts');
-    const prompts = [...ARITH_TASK_TYPES.map(proposalPrompt), ...Array.from({ length: 300 }, () => corpusExample(rng, card.corpus)).flatMap((e) => [e.prompt, e.prompt + e.completion])];
+    const prompts = [...ARITH_TASK_TYPES.map(proposalPrompt), ...Array.from({ length: 300 }, () => corpusExample(rng, arithCorpusSchema.parse(card.corpus))).flatMap((e) => [e.prompt, e.prompt + e.completion])];
     const python = characterTokenizer(Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).join('') + '\n\t', 'printable ASCII').tokenizer;
     for (const text of prompts) {
       expect(shipped.encodePrompt(text)).toEqual([1, ...shipped.encode(text)]);
@@ -199,7 +200,7 @@ describe('the shipped models/arith-tiny after its tokenizer.json gained the post
 
   it('reproduces the card\'s held-out solve rate exactly: the weights are as valid as before', async () => {
     const rng = new Streams(card.seed).stream('held-out');
-    const tasks: ArithTask[] = Array.from({ length: card.eval.tasks }, () => randomTask(rng, 'deduce', card.corpus));
+    const tasks: ArithTask[] = Array.from({ length: arithEvalSchema.parse(domainSettings(card).eval).tasks }, () => randomTask(rng, 'deduce', arithCorpusSchema.parse(card.corpus)));
     const { config, weights } = loadModel('models/arith-tiny');
     const rate = await deduceSolveRate(LlamaModel.upload(new CpuBackend(), config, weights), shipped, tasks);
     const log = JSON.parse(readFileSync('models/arith-tiny/pretrain_log.json', 'utf8')) as { evaluations: Array<{ heldOutSolveRate: number }> };

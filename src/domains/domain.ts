@@ -1,10 +1,12 @@
 // What a domain is: everything the actors' tasks are about, behind one interface. A domain brings its task types,
 // its prompts (fixed text, or templates a scenario may override), an optional token mask, the smallest token budget
 // its outputs fit in, its verifier pool (what validates proposals and checks answers, and computes each valid
-// task's metrics), and optionally commands of its own for the command line. Nothing outside src/domains/ names a
-// particular domain: a scenario's `domain` is looked up in the registry (index.ts).
+// task's metrics), and optionally commands of its own for the command line, a held-out task set and how to
+// pretrain a base model on its text (pretraining.ts). Nothing outside src/domains/ names a particular domain: a
+// scenario's `domain` is looked up in the registry (index.ts).
 
 import type { TokenTexts } from '../model/token-texts.js';
+import type { DomainPretraining } from './pretraining.js';
 
 export type TaskType = string;
 
@@ -106,6 +108,8 @@ export interface Domain {
   commands?: readonly DomainCommand[];
   /** A fixed set of tasks for the held-out evaluation, the same for every run given the seed; absent: none. */
   heldOutTasks?(seed: number, count: number): Task[];
+  /** How `populora pretrain` trains a base model on this domain's text; absent: it cannot. */
+  pretraining?: DomainPretraining;
 }
 
 /**

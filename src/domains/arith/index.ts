@@ -6,6 +6,7 @@ import { ARITH_ALPHABET } from '../../model/tokenizer.js';
 import type { Domain, FormatName } from '../domain.js';
 import { minimumTokens, tokenMask } from './grammar.js';
 import { heldOutTasks } from './held-out.js';
+import { arithPretraining } from './pretraining.js';
 import { ARITH_TASK_TYPES, answerFormat, proposalFormat, proposalPrompt, solvePrompt, type ArithTask, type ArithTaskType } from './tasks.js';
 import { ArithVerifierPool } from './verifier-pool.js';
 
@@ -32,4 +33,5 @@ export const arith: Domain = {
   tokenBudgetHint: 24,
   verifierPool: (workers) => new ArithVerifierPool(workers),
   heldOutTasks,
+  pretraining: arithPretraining,
 };

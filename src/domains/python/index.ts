@@ -4,12 +4,10 @@
 
 import type { Domain } from '../domain.js';
 import { PLAIN_PROMPTS, CODE_PROMPTS, proposalGiven, proposalPrompt, solvePrompt } from './prompts.js';
-import { CODE_TASK_TYPES, SEED_TASKS, type CodeTask, type CodeTaskType } from './tasks.js';
+import { pythonPretraining } from './pretraining.js';
+import { CODE_TASK_TYPES, PYTHON_ALPHABET, SEED_TASKS, type CodeTask, type CodeTaskType } from './tasks.js';
 import { PythonVerifierPool } from './verifier-pool.js';
 import { VERIFY_COMMAND } from './verify-command.js';
-
-/** Printable ASCII, newline and tab: what Python source and literals are written in. */
-const PYTHON_ALPHABET = Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).join('') + '\n\t';
 
 /** The shortest proposal, at one character per token (a preset's tokenizer): a budget must hold at least this. */
 const SHORTEST_PROPOSAL = '```python\ndef f(x):\n    return x\n```\n```input\n1\n```';
@@ -30,4 +28,5 @@ export const python: Domain = {
   tokenBudgetHint: 256,
   verifierPool: (workers, settings) => new PythonVerifierPool(workers, { fuel: settings.fuel, wallClockGuardMs: settings.guardMs }),
   commands: [VERIFY_COMMAND],
+  pretraining: pythonPretraining,
 };

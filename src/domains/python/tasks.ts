@@ -13,6 +13,9 @@ import { DEFAULT_FUEL, type PythonExecutor, type ProgramMetrics } from './execut
 export const CODE_TASK_TYPES = ['code_o', 'code_i', 'code_f'] as const;
 export type CodeTaskType = (typeof CODE_TASK_TYPES)[number];
 
+/** Printable ASCII, newline and tab: what Python source and literals are written in (a preset's tokenizer). */
+export const PYTHON_ALPHABET = Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).join('') + '\n\t';
+
 /** A validated task: the program, its inputs (argument lists as text) and the outputs' reprs. */
 export interface CodeTask {
   type: CodeTaskType;

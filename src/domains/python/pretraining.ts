@@ -1,40 +1,37 @@
-// Pretraining on the code domain: the pool of sandbox-validated programs (src/domains/python/corpus-pool.ts) is
+// Pretraining on the code domain (Domain.pretraining): the pool of sandbox-validated programs (corpus-pool.ts) is
 // built once, its held-out part set aside, and the model is scored on what self-play asks of it at step 0: greedy
 // answers to held-out code_o and code_i tasks, checked by the verifier, and the share of sampled proposals (prompts
 // as a fresh teacher's: seed tasks as references) that the verifier validates.
 
 import { z } from 'zod';
-import { domainNamed } from '../domains/index.js';
-import { TrainingPrograms, buildPool, corpusExample, poolTask, type PoolProgram } from '../domains/python/corpus-pool.js';
-import { PythonVerifierPool } from '../domains/python/verifier-pool.js';
-import { proposalPrompt, solvePrompt } from '../domains/python/prompts.js';
-import { CODE_TASK_TYPES, SEED_TASKS, type CodeTask } from '../domains/python/tasks.js';
-import { generate, type GenerationRequest } from '../model/generate.js';
-import type { LlamaModel } from '../model/llama.js';
-import { characterTokenizer, type TextTokenizer } from '../model/tokenizer.js';
-import type { RandomStream, Streams } from '../runtime/streams.js';
-import type { PretrainCorpus, PretrainScenario, Scores } from './pretrain.js';
+import { generate, type GenerationRequest } from '../../model/generate.js';
+import type { LlamaModel } from '../../model/llama.js';
+import { characterTokenizer, type TextTokenizer } from '../../model/tokenizer.js';
+import type { RandomStream, Streams } from '../../runtime/streams.js';
+import type { DomainPretraining, ModelCardFacts, PretrainCorpus, PretrainSettings, Scores } from '../pretraining.js';
+import { TrainingPrograms, buildPool, corpusExample, poolTask, type PoolProgram } from './corpus-pool.js';
+import { proposalPrompt, solvePrompt } from './prompts.js';
+import { CODE_TASK_TYPES, PYTHON_ALPHABET, SEED_TASKS, type CodeTask } from './tasks.js';
+import { PythonVerifierPool } from './verifier-pool.js';
 
 const int = (min: number) => z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` });
 
-export const pythonCorpusSchema = z.strictObject({
+const corpusSchema = z.strictObject({
   programs: int(2).default(6000), // distinct validated programs in the pool, held-out ones included
   heldOut: int(1).default(300), // of them, never trained on
   references: int(0).default(1), // most reference tasks a proposal example shows (as scenarios' tasks.references)
   workers: int(1).default(2), // sandbox processes validating the pool
 });
-export const pythonEvalSchema = z.strictObject({
+const evalSchema = z.strictObject({
   tasks: int(1).default(200), // held-out code_o tasks, and as many code_i tasks
   proposals: int(0).default(60), // sampled proposals, the task types in turn
   temperature: z.number({ error: 'expected a number' }).min(0, { error: 'expected a number >= 0 (0 = greedy)' }).default(1), // of the proposals
   maxTokens: int(1).default(192), // per answer or proposal, as scenarios' sampling.maxTokens
-  every: int(0).default(0),
 });
-type PythonScenario = Extract<PretrainScenario, { domain: 'python' }>;
-export type PythonEvalOptions = z.infer<typeof pythonEvalSchema>;
+export type PythonEvalOptions = z.infer<typeof evalSchema>;
 
 /** The code domain's preset tokenizer: characters of printable ASCII. */
-export const pythonTokenizer = () => characterTokenizer(domainNamed('python').alphabet, 'the python character tokenizer');
+export const pythonTokenizer = () => characterTokenizer(PYTHON_ALPHABET, 'the python character tokenizer');
 
 /** Held-out tasks the model is scored on: one code_o and one code_i task per held-out program, on different inputs. */
 export interface HeldOutTasks {
@@ -93,23 +90,24 @@ export async function codeScores(model: LlamaModel, tokenizer: TextTokenizer, ve
 }
 
 /** The code domain's corpus: builds the pool (a minute or two of sandbox runs), then serves examples and scores. */
-export async function pythonCorpus(scenario: PythonScenario, streams: Streams, context: number): Promise<PretrainCorpus> {
-  const { corpus } = scenario;
-  if (corpus.heldOut < scenario.eval.tasks) throw new RangeError(`field "eval.tasks": ${scenario.eval.tasks} held-out tasks need at least as many held-out programs (corpus.heldOut is ${corpus.heldOut})`);
+async function openCorpus(settings: PretrainSettings, streams: Streams, context: number): Promise<PretrainCorpus> {
+  const corpus = corpusSchema.parse(settings.corpus);
+  const evaluation = evalSchema.parse(settings.eval);
+  if (corpus.heldOut < evaluation.tasks) throw new RangeError(`field "eval.tasks": ${evaluation.tasks} held-out tasks need at least as many held-out programs (corpus.heldOut is ${corpus.heldOut})`);
   const tokenizer = pythonTokenizer();
   const verifier = new PythonVerifierPool(corpus.workers);
   try {
     const pool = await buildPool(verifier, streams.stream('programs'), streams.stream('held-out'), corpus.programs, corpus.heldOut);
-    const tasks = heldOutTasks(pool.heldOut, scenario.eval.tasks, streams.stream('held-out-tasks'));
+    const tasks = heldOutTasks(pool.heldOut, evaluation.tasks, streams.stream('held-out-tasks'));
     const training = new TrainingPrograms(pool.training);
-    let evaluation = 0;
+    let evaluations = 0;
     return {
       tokenizer,
       example: (rng) => {
         const example = corpusExample(rng, training, corpus.references);
         return example.prompt.length + example.completion.length + 2 > context ? null : example; // one token per character, a BOS and an EOS
       },
-      evaluate: (model) => codeScores(model, tokenizer.tokenizer, verifier, tasks, streams.stream('evaluation', evaluation++), { ...scenario.eval, references: corpus.references }),
+      evaluate: (model) => codeScores(model, tokenizer.tokenizer, verifier, tasks, streams.stream('evaluation', evaluations++), { ...evaluation, references: corpus.references }),
       heldOut: { refused: pool.refused, training: pool.training.length, ...tasks },
       close: () => verifier.close(),
     };
@@ -118,3 +116,43 @@ export async function pythonCorpus(scenario: PythonScenario, streams: Streams, c
     throw error;
   }
 }
+
+function modelCard({ name, settings, config, parametersMillions, scores, reproduce }: ModelCardFacts): string {
+  const corpus = corpusSchema.parse(settings.corpus);
+  const evaluation = evalSchema.parse(settings.eval);
+  const percent = (share: number) => `${(100 * share).toFixed(1)}%`;
+  return `# ${name}
+
+A tiny Llama-family base model (hidden size ${config.hiddenSize}, ${config.numLayers} layers, about ${parametersMillions.toFixed(2)} M parameters, a character
+tokenizer of printable ASCII, context ${config.maxPositionEmbeddings}) pretrained from scratch on text of populora's code domain: AZR-style
+tasks generated by \`src/domains/python/corpus.ts\` (small functions over ints, lists, strings and dicts), their
+outputs computed by the project's sandbox, written exactly as the actors show and expect them: teachers' proposal
+prompts (0 to ${corpus.references} reference tasks) and proposals, and code_o, code_i and code_f solve prompts and answers. It is
+the default base model of \`scenarios/code.yaml\`.
+
+${reproduce}
+
+Scores at the end of pretraining (step 0 of self-play), on ${corpus.heldOut} held-out programs that never appear in
+the training text (\`held_out.json\`):
+
+| score | value |
+|---|---|
+| greedy code_o solve rate (${evaluation.tasks} held-out tasks) | **${percent(scores['code_o']!)}** |
+| greedy code_i solve rate (${evaluation.tasks} held-out tasks) | **${percent(scores['code_i']!)}** |
+| proposals that validate (${evaluation.proposals} sampled at temperature ${evaluation.temperature}, seed tasks as references) | **${percent(scores['proposals']!)}** |
+
+\`loss.html\` plots the training loss and the held-out scores; \`pretrain_log.json\` holds both;
+\`bench/code-step0.ts\` measures the step-0 scores again over two seeds (\`bench/results/code-step0.json\`).
+`;
+}
+
+export const pythonPretraining: DomainPretraining = {
+  corpusSchema,
+  evalSchema,
+  preparing: (settings) => {
+    const corpus = corpusSchema.parse(settings.corpus);
+    return `validating a pool of ${corpus.programs} generated programs in the sandbox (${corpus.heldOut} held out)…`;
+  },
+  open: openCorpus,
+  modelCard,
+};
