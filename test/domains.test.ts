@@ -29,9 +29,17 @@ interface WordTask extends Task {
 
 const reverse = (word: string) => [...word].reverse().join('');
 
+/** What the pools of this file were asked, in order: 'ready' and the batches' job kinds. */
+const poolCalls: string[] = [];
+
 /** Validates a word of 1 to 8 lowercase letters, checks an answer against its reversal; in process, in job order. */
 class ReversePool implements VerifierPool {
+  async ready(): Promise<void> {
+    poolCalls.push('ready');
+  }
+
   async verify(jobs: readonly VerifyJob[]): Promise<VerifyOutcome[]> {
+    poolCalls.push(jobs[0]?.kind ?? 'none');
     return jobs.map((job): VerifyOutcome => {
       if (job.kind === 'check') {
         const word = (job.task as WordTask).word;
@@ -108,6 +116,8 @@ describe('the domain registry', () => {
     const proposals = messagesOf<{ results: Array<{ text: string }> }>(events.filter((e) => (e.payload as { to: string }).to.startsWith('teacher')), 'generated').flatMap((m) => m.message.results);
     expect(proposals).toHaveLength(2 * 2 * 3); // 2 teachers, 2 steps, 3 proposals each
     for (const { text } of proposals) expect(text).toMatch(/^[a-z]{1,5}$/);
+    expect(poolCalls[0]).toBe('ready'); // the run waits for its verifier before the first step
+    expect(poolCalls.filter((c) => c === 'ready')).toHaveLength(1);
 
     // The verifier: each answer is correct exactly when it is the word reversed.
     const asked = new Map(messagesOf<{ requests: Array<{ task: WordTask; answers: Array<{ requestId: number; answer: string }> }> }>(events, 'check').flatMap((m) => m.message.requests.flatMap((r) => r.answers.map((a) => [a.requestId, { word: r.task.word, answer: a.answer }] as const))));

@@ -37,6 +37,8 @@ export type VerifyJob = { kind: 'validate'; taskType: TaskType; text: string; gi
 export type VerifyOutcome = { kind: 'validate'; validation: Validation } | { kind: 'check'; check: AnswerCheck } | { kind: 'fault'; detail: string };
 
 export interface VerifierPool {
+  /** Resolves once every worker can take jobs (a run waits for it before its first step); absent: at once. */
+  ready?(): Promise<void>;
   verify(jobs: readonly VerifyJob[]): Promise<VerifyOutcome[]>;
   close(): Promise<void>;
 }

@@ -107,6 +107,7 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
     backend ??= await openBackend(scenario.backend);
     await loadRatingLibrary(scenario.rating); // TrueSkill's library, only for runs that select it
     const parts = buildModel(scenario, backend, options.scenarioFile);
+    await pool.ready?.(); // the verifier's start (a sandbox loading its interpreter) is not a step's time
     sim = buildSimulation(scenario, parts, world, pool, saved ? new Map(saved.actorStates) : null, wrap);
     const coverage = new Set(saved?.coverage ?? []);
     if (saved) {
