@@ -5,7 +5,7 @@
 // With a held-out evaluation, it tells the evaluator which held-out tasks a teacher proposed (they stop counting).
 
 import { matchPolicy, NO_HISTORY, type MatchContext, type MatchPolicyName, type MemberView, type PairHistory } from '../src/matchmaking/index.js';
-import type { RatingSystem } from '../src/runtime/rating.js';
+import type { RatingSystem } from '../src/rating/rating.js';
 import type { Handler } from '../src/runtime/world.js';
 import type { Task } from '../src/domains/domain.js';
 import { EVALUATOR, groupBy, type OfferedTask } from './protocol.js';

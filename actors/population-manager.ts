@@ -1,6 +1,6 @@
 // The population manager: the registry of members (role, sub-population, adapter slot, rating, recent rewards,
 // lineage). Each step it sends the matchmaker the roster (with the pairs' past results when the policy reads
-// them); it takes every outcome to update the ratings (Elo or TrueSkill: src/runtime/rating.ts; a student wins a
+// them); it takes every outcome to update the ratings (Elo or TrueSkill: src/rating/rating.ts; a student wins a
 // task it solves; zero-sum with the teacher) in task order; at evaluation steps it has the evaluator score every
 // member on the held-out tasks; and every `every` steps it ranks each role by fitness and replaces the weakest
 // with offspring made in LoRA weight space by the engine, keeping the sub-population sizes (a child takes its
@@ -9,7 +9,7 @@
 import { planReplacements, type LineageRecord, type SelectionPolicy } from '../src/evolution/selection.js';
 import type { CrossoverKind } from '../src/evolution/operators.js';
 import type { MemberView, PairHistory } from '../src/matchmaking/index.js';
-import type { RatingSystem, Skill } from '../src/runtime/rating.js';
+import type { RatingSystem, Skill } from '../src/rating/rating.js';
 import type { Handler, World } from '../src/runtime/world.js';
 import { ENGINE, EVALUATOR, MATCHMAKER, mean, type Outcome, type Outcomes, type Role } from './protocol.js';
 import type { ChildSpec, EvolvedReply } from './engine.js';

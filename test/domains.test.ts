@@ -11,9 +11,9 @@ import { describe, expect, it } from 'vitest';
 import type { Domain, Task, VerifierPool, VerifyJob, VerifyOutcome } from '../src/domains/domain.js';
 import { domainNamed, domainNames, registerDomain } from '../src/domains/index.js';
 import { readEventLog, type RunEvent } from '../src/runtime/event-log.js';
-import type { StepMetrics } from '../src/runtime/metrics.js';
-import { replayRun } from '../src/runtime/replay.js';
-import { runScenario } from '../src/runtime/run.js';
+import type { StepMetrics } from '../src/sim/metrics.js';
+import { replayRun } from '../src/sim/replay.js';
+import { runScenario } from '../src/sim/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 
 interface WordTask extends Task {

@@ -12,8 +12,8 @@
 
 import { dispatch, spawn, start, stop, type Ref } from 'nact';
 import { assert } from '../backend/backend.js';
-import { recorderHandler } from '../../actors/recorder.js';
 import type { EventLog, RunEvent } from './event-log.js';
+import { recorderHandler, type RecordMessage } from './recorder.js';
 import { Streams } from './streams.js';
 
 /** Every message is plain data with a `type` tag. */
@@ -56,12 +56,6 @@ export interface Report {
   data: unknown;
 }
 
-/** The recorder's one message: events to append to the log, in send order. */
-export interface RecordMessage extends Message {
-  type: 'record';
-  events: RunEvent[];
-}
-
 /** Most barrier rounds in one phase: a message cascade longer than this is a protocol bug, not work. */
 const MAX_BARRIER_ROUNDS = 64;
 let worldCount = 0; // names each actor system: nact keeps a process-wide map of them
@@ -90,7 +84,7 @@ export class World {
     const record = recorderHandler(log);
     const recorder = (state: null, message: RecordMessage) => {
       try {
-        return record(state, message, this, 'recorder');
+        return record(state, message);
       } finally {
         this.inFlight--;
       }

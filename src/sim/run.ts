@@ -2,18 +2,18 @@
 //
 //   RUN/scenario.json     the scenario as resolved (every default filled in, the model's path absolute): what
 //                         `replay` re-executes
-//   RUN/events.msgpack    every message, checksummed, with the run hash over them (event-log.ts)
+//   RUN/events.msgpack    every message, checksummed, with the run hash over them (src/runtime/event-log.ts)
 //   RUN/metrics.jsonl     one line per step (metrics.ts; with a clock, the step's wall-clock timing too)
 //   RUN/checkpoints/step-N/   each member's adapter after N steps (PEFT layout), state.msgpack (everything a resume
 //                         needs) and manifest.json (checksums, the log's position, the scenario: checkpoints.ts)
 //   RUN/lineage.json      every evolutionary child: parents, operator, parameters, seed, step
 //   RUN/summary.json      the run hash, event count and the last step's metrics
-//   RUN/run.lock          while a run writes in the folder (run-lock.ts)
+//   RUN/run.lock          while a run writes in the folder (src/runtime/run-lock.ts)
 //
-// One step, each phase ending at a barrier (world.ts): teachers propose → (engine generates, verifier validates,
+// One step, each phase ending at a barrier (src/runtime/world.ts): teachers propose → (engine generates, verifier validates,
 // valid tasks are offered) | matchmaker assigns → (students answer, verifier checks, outcomes flow) | every
 // member hands in its samples → (one batched RL update) | population manager rates → (every K steps, evolution).
-// At the end of a step its events and metrics are written whole and the log is synced (durable.ts).
+// At the end of a step its events and metrics are written whole and the log is synced (src/runtime/durable.ts).
 
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,14 +24,14 @@ import { openBackend } from '../backend/select.js';
 import { domainNamed } from '../domains/index.js';
 import { checkScenarioLimits, type Scenario } from '../scenario/scenario.js';
 import { writeCheckpoint } from './checkpoints.js';
-import { asDiskFull, jsonText, nodeDisk, resumeAdvice, RunFolderError, writeFileDurably, type Disk } from './durable.js';
+import { asDiskFull, jsonText, nodeDisk, resumeAdvice, RunFolderError, writeFileDurably, type Disk } from '../runtime/durable.js';
 import { summarizeStep, type StepMetrics } from './metrics.js';
 import { buildModel, buildSimulation, initialAdapters, type Simulation } from './population.js';
-import { loadRatingLibrary } from './rating.js';
+import { loadRatingLibrary } from '../rating/rating.js';
 import { resumeRun, SCENARIO_FILE, startRun, type OpenedRun } from './resume.js';
-import { acquireRunLock } from './run-lock.js';
+import { acquireRunLock } from '../runtime/run-lock.js';
 import { StepTimer } from './step-timing.js';
-import { World, type Service } from './world.js';
+import { World, type Service } from '../runtime/world.js';
 
 export { checkpointSteps, readCheckpointState, type CheckpointState } from './checkpoints.js';
 export { EVENTS_FILE, METRICS_FILE, SCENARIO_FILE } from './resume.js';

@@ -24,9 +24,9 @@ import { loadTokenizer, type TextTokenizer } from '../model/tokenizer.js';
 import { presetModel, ScenarioError, type Scenario } from '../scenario/scenario.js';
 import { AdamW } from '../train/adamw.js';
 import { LlamaTrainer } from '../train/llama-backward.js';
-import { ratingSystem } from './rating.js';
-import type { Service, World } from './world.js';
-import { threadCount } from './worker-threads.js';
+import { ratingSystem } from '../rating/rating.js';
+import type { Service, World } from '../runtime/world.js';
+import { threadCount } from '../runtime/worker-threads.js';
 
 export interface MemberPlan {
   id: string;
