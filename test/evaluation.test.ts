@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { evaluatorHandler, initialEvaluatorState, type EvaluationReport, type EvaluatorMessage, type EvaluatorState } from '../actors/evaluator.js';
-import type { GenerateRequest } from '../actors/protocol.js';
+import { EVALUATOR, POPULATION_MANAGER, type GenerateRequest } from '../actors/protocol.js';
 import type { VerifierMessage } from '../actors/verifier.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { heldOutIndex } from '../src/domains/domain.js';
@@ -86,12 +86,12 @@ describe('the evaluator', () => {
     const tasks = heldOutTasks(1, 4);
     const handle = evaluatorHandler({ domain: arith, prompts: null, tasks });
     const { world, sent, reports } = fakeWorld();
-    const step = (state: EvaluatorState, message: EvaluatorMessage) => handle(state, message, world, 'evaluator');
+    const step = (state: EvaluatorState, message: EvaluatorMessage) => handle(state, message, world, EVALUATOR);
     expect(heldOutIndex(tasks)({ ...tasks[2]! })).toBe(2); // the matchmaker's lookup: a proposal of the same task
     const otherInput = { ...tasks[2]!, inputs: [tasks[2]!.inputs[0]! + 1] };
     expect(heldOutIndex(tasks)(otherInput)).toBeUndefined();
     let state = step(initialEvaluatorState(), { type: 'proposed', heldOut: [2] });
-    state = step(state, { type: 'evaluate', replyTo: 'population-manager', members: [{ id: 'teacher-0-0', role: 'teacher', slot: 0 }, { id: 'student-0-0', role: 'student', slot: 1 }, { id: 'student-1-0', role: 'student', slot: 2 }] });
+    state = step(state, { type: 'evaluate', replyTo: POPULATION_MANAGER, members: [{ id: 'teacher-0-0', role: 'teacher', slot: 0 }, { id: 'student-0-0', role: 'student', slot: 1 }, { id: 'student-1-0', role: 'student', slot: 2 }] });
     const generate = sent.pop()!.message as GenerateRequest;
     expect(generate.requests.map((r) => [r.slot, r.prompt])).toEqual([0, 1, 2].flatMap((slot) => [0, 1, 2, 3].map((i) => [slot, arith.solvePrompt(tasks[i]!, null)])));
     expect(generate.requests.every((r) => r.greedy === true && r.format === 'answer/deduce')).toBe(true);

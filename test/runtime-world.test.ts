@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EventLog, readEventLog } from '../src/runtime/event-log.js';
-import { World, type Delivery, type Message } from '../src/runtime/world.js';
+import { address, delivery, World, type Address, type Delivery, type Message } from '../src/runtime/world.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'populora-world-'));
 
@@ -15,7 +15,8 @@ interface Answer extends Message { type: 'answer'; n: number; square: number }
 async function run(file: string, finishOrder: 'forward' | 'reverse'): Promise<{ hash: string; received: Record<string, number[]> }> {
   const world = new World(5, new EventLog(file));
   const received: Record<string, number[]> = { 'asker-0': [], 'asker-1': [], 'asker-2': [] };
-  const queue: { requestId: number; replyTo: string; n: number }[] = [];
+  const queue: { requestId: number; replyTo: Address<Answer>; n: number }[] = [];
+  const askers = ['asker-0', 'asker-1', 'asker-2'].map((name) => address<Ask | Answer>(name));
   world.service({
     name: 'squarer',
     hasPending: () => queue.length > 0,
@@ -25,12 +26,12 @@ async function run(file: string, finishOrder: 'forward' | 'reverse'): Promise<{ 
       const finished: Delivery[] = [];
       for (const job of finishOrder === 'reverse' ? [...jobs].reverse() : jobs) {
         await new Promise<void>((resolve) => setImmediate(resolve));
-        finished.push({ requestId: job.requestId, to: job.replyTo, message: { type: 'answer', n: job.n, square: job.n * job.n } as Answer });
+        finished.push(delivery(job.requestId, job.replyTo, { type: 'answer', n: job.n, square: job.n * job.n }));
       }
       return finished;
     },
   });
-  for (const name of ['asker-0', 'asker-1', 'asker-2']) {
+  for (const name of askers) {
     world.actor<number, Ask | Answer>(name, 0, (count, message, w, self) => {
       if (message.type === 'ask') {
         for (const n of [message.n, message.n + 10]) queue.push({ requestId: w.requestId(), replyTo: self, n });
@@ -41,7 +42,7 @@ async function run(file: string, finishOrder: 'forward' | 'reverse'): Promise<{ 
     });
   }
   for (let step = 0; step < 2; step++) {
-    ['asker-0', 'asker-1', 'asker-2'].forEach((name, i) => world.send('runtime', name, { type: 'ask', n: step * 3 + i } as Ask));
+    askers.forEach((name, i) => world.send('runtime', name, { type: 'ask', n: step * 3 + i }));
     await world.barrier();
     world.endStep();
   }
@@ -59,10 +60,11 @@ describe('the world', () => {
 
   it('stops the run with the failing actor, its step and message', async () => {
     const world = new World(1, new EventLog(join(dir, 'fail.msgpack')));
-    world.actor<null, Message>('fragile', null, () => {
+    const fragile = address<Message>('fragile');
+    world.actor<null, Message>(fragile, null, () => {
       throw new Error('boom');
     });
-    world.send('runtime', 'fragile', { type: 'poke' });
+    world.send('runtime', fragile, { type: 'poke' });
     await expect(world.barrier()).rejects.toThrow('actor fragile failed at step 0 on message "poke": boom');
     world.shutdown();
     expect(readEventLog(join(dir, 'fail.msgpack')).events.map((e) => e.type)).toEqual(['poke']);

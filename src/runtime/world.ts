@@ -21,15 +21,31 @@ export interface Message {
   type: string;
 }
 
+declare const takes: unique symbol;
+
+/**
+ * An actor's address: its name, typed by the messages it takes, so that `send` refuses at compile time a message
+ * its receiver has no case for. At run time it is the name alone. The message type sits in a parameter position,
+ * so an actor that takes more stands where one that takes fewer is asked for (a teacher's address is a reply
+ * address for `generated`), never the other way round.
+ */
+export type Address<M extends Message> = string & { readonly [takes]: (message: M) => void };
+
+/** The address of an actor named `name` that takes messages `M` (made once per actor kind: actors/protocol.ts). */
+export const address = <M extends Message>(name: string) => name as Address<M>;
+
 /** A message produced by a job, delivered at the barrier. Ties in requestId keep submission order. */
 export interface Delivery {
   requestId: number;
-  to: string;
+  to: Address<never>; // any actor's
   message: Message;
 }
 
+/** A delivery whose message its receiver takes (checked at compile time, as `send` checks). */
+export const delivery = <M extends Message>(requestId: number, to: Address<M>, message: NoInfer<M>): Delivery => ({ requestId, to, message });
+
 /** An actor's handler: synchronous, returns the new state. `world` is how it sends and draws randomness. */
-export type Handler<State, Msg extends Message> = (state: State, message: Msg, world: World, self: string) => State;
+export type Handler<State, Msg extends Message> = (state: State, message: Msg, world: World, self: Address<Msg>) => State;
 
 /** A service with requests queued until the barrier (engine, verifier): `flush` starts their job. */
 export interface Service {
@@ -92,8 +108,8 @@ export class World {
     this.recorder = spawn(this.system, recorder, 'recorder', { initialState: null }) as Ref<RecordMessage>;
   }
 
-  /** Spawns a named actor. Its handler runs one message at a time; a throw stops the run with its context. */
-  actor<State, Msg extends Message>(name: string, initialState: State, handler: Handler<State, Msg>): void {
+  /** Spawns the actor at `name`. Its handler runs one message at a time; a throw stops the run with its context. */
+  actor<State, Msg extends Message>(name: Address<Msg>, initialState: State, handler: Handler<State, NoInfer<Msg>>): void {
     assert(!this.refs.has(name), `two actors named ${name}`);
     const ref = spawn(
       this.system,
@@ -135,8 +151,12 @@ export class World {
     this.services.push(service);
   }
 
-  /** Records and delivers a message from one actor (or "runtime") to another. */
-  send<M extends Message>(from: string, to: string, message: M): void {
+  /** Records and delivers a message from one actor (or "runtime") to another that takes it. */
+  send<M extends Message>(from: string, to: Address<M>, message: NoInfer<M>): void {
+    this.deliver(from, to, message);
+  }
+
+  private deliver(from: string, to: string, message: Message): void {
     const ref = this.refs.get(to);
     if (!ref) throw new Error(`${from} sent "${message.type}" to ${to}, which does not exist`);
     this.unrecorded.push({ step: this.step, actor: from, type: message.type, payload: { to, message } });
@@ -168,7 +188,7 @@ export class World {
       const results = await Promise.all(ready.map((s) => s.flush(this)));
       const deliveries = results.flatMap((list, i) => list.map((d) => ({ ...d, from: ready[i]!.name }))).map((d, order) => ({ ...d, order }));
       deliveries.sort((a, b) => a.requestId - b.requestId || a.order - b.order);
-      for (const d of deliveries) this.send(d.from, d.to, d.message);
+      for (const d of deliveries) this.deliver(d.from, d.to, d.message);
     }
   }
 

@@ -17,7 +17,7 @@
 
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { MATCHMAKER, POPULATION_MANAGER, RUNTIME } from '../../actors/protocol.js';
+import { MATCHMAKER, POPULATION_MANAGER, RUNTIME, studentAt, teacherAt, type Learn } from '../../actors/protocol.js';
 import type { PopulationState } from '../../actors/population-manager.js';
 import type { Backend } from '../backend/backend.js';
 import { openBackend } from '../backend/select.js';
@@ -31,7 +31,7 @@ import { loadRatingLibrary } from '../rating/rating.js';
 import { resumeRun, SCENARIO_FILE, startRun, type OpenedRun } from './resume.js';
 import { acquireRunLock } from '../runtime/run-lock.js';
 import { StepTimer } from './step-timing.js';
-import { World, type Service } from '../runtime/world.js';
+import { World, type Address, type Service } from '../runtime/world.js';
 
 export { checkpointSteps, readCheckpointState, type CheckpointState } from './checkpoints.js';
 export { EVENTS_FILE, METRICS_FILE, SCENARIO_FILE } from './resume.js';
@@ -174,11 +174,14 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
 async function runStep(world: World, sim: Simulation): Promise<void> {
   const teachers = sim.members.filter((m) => m.role === 'teacher');
   world.send(RUNTIME, POPULATION_MANAGER, { type: 'start-step' });
-  for (const t of teachers) world.send(RUNTIME, t.id, { type: 'propose' });
+  for (const t of teachers) world.send(RUNTIME, teacherAt(t.id), { type: 'propose' });
   await world.barrier();
   world.send(RUNTIME, MATCHMAKER, { type: 'match' });
   await world.barrier();
-  for (const m of sim.members) world.send(RUNTIME, m.id, { type: 'learn' });
+  for (const m of sim.members) {
+    const member: Address<Learn> = m.role === 'teacher' ? teacherAt(m.id) : studentAt(m.id);
+    world.send(RUNTIME, member, { type: 'learn' });
+  }
   await world.barrier();
   world.send(RUNTIME, POPULATION_MANAGER, { type: 'rate' });
   await world.barrier();
