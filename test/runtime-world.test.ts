@@ -1,10 +1,11 @@
-// The world: recorded delivery, and job results delivered in request-id order whatever order they finish in.
+// The world: recorded delivery in canonical rounds, and job results delivered in request-id order whatever order
+// they finish in.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EventLog, readEventLog } from '../src/runtime/event-log.js';
-import { address, delivery, World, type Address, type Delivery, type Message } from '../src/runtime/world.js';
+import { address, delivery, World, type Address, type Delivery, type Handler, type Message } from '../src/runtime/world.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'populora-world-'));
 
@@ -56,6 +57,34 @@ describe('the world', () => {
     expect(reverse.hash).toBe(forward.hash);
     expect(reverse.received).toEqual(forward.received);
     expect(forward.received).toEqual({ 'asker-0': [0, 100, 9, 169], 'asker-1': [1, 121, 16, 196], 'asker-2': [4, 144, 25, 225] });
+  });
+
+  it('delivers each round in canonical order, by sender and each sender\'s send order, not in the order the senders ran', async () => {
+    type Note = { type: 'note'; text: string };
+    const file = join(dir, 'canonical.msgpack');
+    const world = new World(2, new EventLog(file));
+    const heard: string[] = [];
+    const sink = address<Note>('sink');
+    world.actor<null, Note>(sink, null, (state, message, w) => {
+      heard.push(`${message.text}#${w.requestId()}`); // request ids follow delivery order too
+      return state;
+    });
+    const [b, a] = [address<Note>('b'), address<Note>('a')];
+    const relay: Handler<null, Note> = (state, message, w, self) => {
+      for (let i = 0; i < (self === b ? 2 : 1); i++) w.send(self, sink, { type: 'note', text: `${self}${i} after ${message.text}` });
+      return state;
+    };
+    world.actor(b, null, relay);
+    world.actor(a, null, relay);
+    world.send('runtime', b, { type: 'note', text: 'first' }); // b runs before a...
+    world.send('runtime', a, { type: 'note', text: 'second' });
+    await world.barrier();
+    world.endStep();
+    world.shutdown();
+    // ...but a's message reaches the sink first: a < b; b's two keep the order b sent them in.
+    expect(heard).toEqual(['a0 after second#0', 'b0 after first#1', 'b1 after first#2']);
+    const recorded = readEventLog(file).events.map((e) => `${e.actor}->${(e.payload as { to: string }).to}`);
+    expect(recorded).toEqual(['runtime->b', 'runtime->a', 'a->sink', 'b->sink', 'b->sink']);
   });
 
   it('stops the run with the failing actor, its step and message', async () => {
