@@ -27,6 +27,22 @@ export default tseslint.config(
     },
   },
   {
+    // The runtime's two floors (README, "Architecture"). src/runtime/ is what actors run on (the world, the event log
+    // and its recorder, streams, worker threads, durable files, the run lock): it knows no actor and no simulation,
+    // so a transport can be swapped under the actors without touching what they do.
+    files: ['src/runtime/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ regex: '(^|/)(actors|sim|cli|report|sweep)/', message: 'src/runtime/ is the floor below the actors: it may not import actors/ or what assembles a simulation (src/sim/, and the cli, report and sweep above it).' }] }],
+    },
+  },
+  {
+    // The actors stand on src/runtime/ and the libraries beside it; what assembles and runs them (src/sim/) is above.
+    files: ['actors/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ regex: '(^|/)src/(sim|cli|report|sweep)/', message: 'actors may not import src/sim/ (or the cli, report and sweep above it): those assemble and run the actors.' }] }],
+    },
+  },
+  {
     // A sweep starts run processes and waits on them: wall times and progress polling. No run's content depends on it.
     files: ['src/sweep/runner.ts'],
     rules: { 'no-restricted-properties': 'off', 'no-restricted-globals': 'off' },

@@ -18,7 +18,7 @@ import type { AdamW } from '../src/train/adamw.js';
 import { groupAdvantages } from '../src/train/advantages.js';
 import type { LlamaTrainer } from '../src/train/llama-backward.js';
 import { policyGradientStep, type RlSample } from '../src/train/steps.js';
-import type { Delivery, Handler, Service, World } from '../src/runtime/world.js';
+import { delivery, type Address, type Delivery, type Handler, type Service, type World } from '../src/runtime/world.js';
 import { ENGINE, groupBy, type GenerateItem, type GenerateRequest, type Generated, type GeneratedItem, type TrainingSample } from './protocol.js';
 
 export interface EngineConfig {
@@ -53,7 +53,7 @@ export type EngineState = null;
 export type EngineMessage =
   | GenerateRequest
   | { type: 'train'; samples: TrainingSample[] }
-  | { type: 'evolve'; requestId: number; replyTo: string; children: ChildSpec[]; sigma: number; crossover: CrossoverKind };
+  | { type: 'evolve'; requestId: number; replyTo: Address<EvolvedReply>; children: ChildSpec[]; sigma: number; crossover: CrossoverKind };
 
 type EvolveRequest = Extract<EngineMessage, { type: 'evolve' }>;
 export interface EvolvedReply {
@@ -64,7 +64,7 @@ export interface EvolvedReply {
 
 export class EngineService implements Service {
   readonly name = ENGINE;
-  private readonly generations: Array<GenerateItem & { replyTo: string }> = [];
+  private readonly generations: Array<GenerateItem & { replyTo: Address<Generated> }> = [];
   private readonly samples: TrainingSample[] = [];
   private readonly evolutions: EvolveRequest[] = [];
   private readonly sequences = new Map<number, { tokens: number[]; promptLength: number; slot: number }>(); // this step's generations, by request id
@@ -107,7 +107,7 @@ export class EngineService implements Service {
   }
 
   /** One `generate` call for every queued request; one reply per requesting actor, its results in request order. */
-  private async generate(queued: Array<GenerateItem & { replyTo: string }>): Promise<Delivery[]> {
+  private async generate(queued: Array<GenerateItem & { replyTo: Address<Generated> }>): Promise<Delivery[]> {
     const { tokenizer, model, bank } = this.parts;
     const requests: GenerationRequest[] = queued.map((q) => ({
       requestId: q.requestId,
@@ -129,10 +129,10 @@ export class EngineService implements Service {
     results.forEach((result, i) => {
       if (!queued[i]!.greedy) this.sequences.set(result.requestId, { tokens: [...requests[i]!.prompt, ...result.tokens], promptLength: requests[i]!.prompt.length, slot: requests[i]!.adapter }); // evaluations are never trained on
     });
-    const items = results.map((result, i): GeneratedItem & { replyTo: string } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, text: tokenizer.decode(result.tokens) })); // whole: byte-level tokens may split a character
+    const items = results.map((result, i): GeneratedItem & { replyTo: Address<Generated> } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, text: tokenizer.decode(result.tokens) })); // whole: byte-level tokens may split a character
     return [...groupBy(items, (item) => item.replyTo)].map(([to, group]) => {
       const message: Generated = { type: 'generated', results: group.map(({ replyTo: _, ...item }) => item) };
-      return { requestId: group[0]!.requestId, to, message };
+      return delivery(group[0]!.requestId, to, message);
     });
   }
 
@@ -162,6 +162,6 @@ export class EngineService implements Service {
       else await optimizer.copySlot(child.inheritOptimizerFrom, child.slot);
     }
     const message: EvolvedReply = { type: 'evolved', requestId: request.requestId, slots: request.children.map((c) => c.slot) };
-    return { requestId: request.requestId, to: request.replyTo, message };
+    return delivery(request.requestId, request.replyTo, message);
   }
 }

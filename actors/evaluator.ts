@@ -7,7 +7,7 @@
 // played the step) and waits for `evaluated`. Members that share an adapter (self-play twins) share a score.
 
 import type { Domain, PromptSet, Task } from '../src/domains/domain.js';
-import type { Handler, World } from '../src/runtime/world.js';
+import type { Address, Handler, World } from '../src/runtime/world.js';
 import { ENGINE, VERIFIER, type GenerateRequest, type Generated, type Role } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
 
@@ -28,14 +28,19 @@ interface PendingAnswer {
 export interface EvaluatorState {
   excluded: number[]; // held-out tasks proposed during the run, ascending
   members: Array<{ id: string; role: Role; slot: number }>; // of the evaluation in progress
-  replyTo: string | null;
+  replyTo: Address<Evaluated> | null;
   answers: PendingAnswer[];
 }
 
 export interface EvaluateRequest {
   type: 'evaluate';
-  replyTo: string;
+  replyTo: Address<Evaluated>;
   members: Array<{ id: string; role: Role; slot: number }>;
+}
+
+/** The evaluator's answer: the scores are in this step's report; the asker may go on (to evolution). */
+export interface Evaluated {
+  type: 'evaluated';
 }
 
 export type EvaluatorMessage = EvaluateRequest | { type: 'proposed'; heldOut: number[] } | Generated | Extract<VerifierReply, { type: 'checked' }>;
@@ -96,7 +101,7 @@ export const evaluatorHandler =
   };
 
 /** Reports the scores of a finished evaluation and tells the asker. */
-function finish(state: EvaluatorState, config: EvaluatorConfig, world: World, self: string): EvaluatorState {
+function finish(state: EvaluatorState, config: EvaluatorConfig, world: World, self: Address<EvaluatorMessage>): EvaluatorState {
   const excluded = new Set(state.excluded);
   const score = (slot: number, allTasks: boolean) => {
     const judged = state.answers.filter((a) => a.slot === slot && !a.fault && (allTasks || !excluded.has(a.task)));

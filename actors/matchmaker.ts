@@ -5,10 +5,11 @@
 // With a held-out evaluation, it tells the evaluator which held-out tasks a teacher proposed (they stop counting).
 
 import { matchPolicy, NO_HISTORY, type MatchContext, type MatchPolicyName, type MemberView, type PairHistory } from '../src/matchmaking/index.js';
-import type { RatingSystem } from '../src/runtime/rating.js';
-import type { Handler } from '../src/runtime/world.js';
+import type { RatingSystem } from '../src/rating/rating.js';
+import type { Address, Handler } from '../src/runtime/world.js';
 import type { Task } from '../src/domains/domain.js';
-import { EVALUATOR, groupBy, type OfferedTask } from './protocol.js';
+import { EVALUATOR, groupBy, studentAt, type OfferedTask } from './protocol.js';
+import type { StudentMessage } from './student.js';
 
 export interface MatchmakerConfig {
   policy: MatchPolicyName;
@@ -43,7 +44,7 @@ export const matchmakerHandler = (config: MatchmakerConfig): Handler<MatchmakerS
       case 'match': {
         const students = state.roster.filter((m) => m.role === 'student').sort((a, b) => (a.id < b.id ? -1 : 1));
         const offers = [...state.offers].sort((a, b) => a.taskId - b.taskId);
-        const pairs: Array<{ teacher: string; student: string; taskId: number }> = [];
+        const pairs: Array<{ teacher: OfferedTask['teacher']; student: Address<StudentMessage>; taskId: number }> = [];
         for (const offer of offers) {
           const teacher = state.roster.find((m) => m.id === offer.teacher);
           if (!teacher) throw new Error(`an offer from ${offer.teacher}, who is not on the roster`);
@@ -56,7 +57,7 @@ export const matchmakerHandler = (config: MatchmakerConfig): Handler<MatchmakerS
             winProbability: config.ratings.winProbability,
             history: (t, s) => state.history?.[pairKey(t, s)] ?? NO_HISTORY,
           };
-          policy.choose(context).forEach((student) => pairs.push({ teacher: offer.teacher, student: student.id, taskId: offer.taskId }));
+          policy.choose(context).forEach((student) => pairs.push({ teacher: offer.teacher, student: studentAt(student.id), taskId: offer.taskId }));
         }
         // One message per student with all its tasks, students in id order. Teachers learn their tasks' results
         // from the students' outcomes.

@@ -1,6 +1,6 @@
 // The population manager: the registry of members (role, sub-population, adapter slot, rating, recent rewards,
 // lineage). Each step it sends the matchmaker the roster (with the pairs' past results when the policy reads
-// them); it takes every outcome to update the ratings (Elo or TrueSkill: src/runtime/rating.ts; a student wins a
+// them); it takes every outcome to update the ratings (Elo or TrueSkill: src/rating/rating.ts; a student wins a
 // task it solves; zero-sum with the teacher) in task order; at evaluation steps it has the evaluator score every
 // member on the held-out tasks; and every `every` steps it ranks each role by fitness and replaces the weakest
 // with offspring made in LoRA weight space by the engine, keeping the sub-population sizes (a child takes its
@@ -9,11 +9,11 @@
 import { planReplacements, type LineageRecord, type SelectionPolicy } from '../src/evolution/selection.js';
 import type { CrossoverKind } from '../src/evolution/operators.js';
 import type { MemberView, PairHistory } from '../src/matchmaking/index.js';
-import type { RatingSystem, Skill } from '../src/runtime/rating.js';
-import type { Handler, World } from '../src/runtime/world.js';
+import type { RatingSystem, Skill } from '../src/rating/rating.js';
+import type { Address, Handler, World } from '../src/runtime/world.js';
 import { ENGINE, EVALUATOR, MATCHMAKER, mean, type Outcome, type Outcomes, type Role } from './protocol.js';
 import type { ChildSpec, EvolvedReply } from './engine.js';
-import type { EvaluateRequest } from './evaluator.js';
+import type { EvaluateRequest, Evaluated } from './evaluator.js';
 import { pairKey, type RosterMessage } from './matchmaker.js';
 
 export interface EvolutionConfig {
@@ -58,7 +58,7 @@ export type PopulationMessage =
   | Outcomes
   | { type: 'reward'; member: string; rewardMean: number }
   | { type: 'rate' }
-  | { type: 'evaluated' }
+  | Evaluated
   | EvolvedReply;
 
 export const adapterName = (id: string, generation: number) => `${id}.g${generation}`;
@@ -133,7 +133,7 @@ function recordHistory(history: Record<string, PairHistory>, outcomes: readonly 
 }
 
 /** Plans the replacements, updates the records (fresh rating, new adapter name, lineage) and asks the engine. */
-function requestEvolution(state: PopulationState, { evolution: config, ratings }: PopulationConfig, world: World, self: string): void {
+function requestEvolution(state: PopulationState, { evolution: config, ratings }: PopulationConfig, world: World, self: Address<PopulationMessage>): void {
   // Members that share a slot (a teacher and its student twin under `self`) evolve as one: the teacher decides.
   const candidates = state.members.filter((m) => m.role === 'teacher' || !state.members.some((t) => t.role === 'teacher' && t.slot === m.slot));
   const fitness = (m: MemberRecord) => (config.fitness === 'rating' ? ratings.fitness(skill(m)) : mean(m.rewards));

@@ -1,16 +1,35 @@
-// What the actors' messages share: the member registry's view, training samples, and the names of the
-// singleton actors. Every message is plain data with a `type` tag; each actor file declares the ones it takes.
+// What the actors' messages share: the member registry's view, training samples, and the addresses of the actor
+// kinds. Every message is plain data with a `type` tag; each actor file declares the ones it takes, and an
+// address carries them, so a message sent to an actor that has no case for it does not compile.
 
 import type { FormatName, Task, TaskType } from '../src/domains/domain.js';
+import { address, type Address } from '../src/runtime/world.js';
+import type { EngineMessage } from './engine.js';
+import type { EvaluatorMessage } from './evaluator.js';
+import type { MatchmakerMessage } from './matchmaker.js';
+import type { PopulationMessage } from './population-manager.js';
+import type { StudentMessage } from './student.js';
+import type { TeacherMessage } from './teacher.js';
+import type { VerifierMessage } from './verifier.js';
 
-export const ENGINE = 'engine';
-export const VERIFIER = 'verifier';
-export const MATCHMAKER = 'matchmaker';
-export const POPULATION_MANAGER = 'population-manager';
-export const EVALUATOR = 'evaluator'; // the held-out evaluation (actors/evaluator.ts), when a scenario has one
-export const RUNTIME = 'runtime'; // the run loop, which starts each phase
+export const ENGINE = address<EngineMessage>('engine');
+export const VERIFIER = address<VerifierMessage>('verifier');
+export const MATCHMAKER = address<MatchmakerMessage>('matchmaker');
+export const POPULATION_MANAGER = address<PopulationMessage>('population-manager');
+export const EVALUATOR = address<EvaluatorMessage>('evaluator'); // the held-out evaluation (actors/evaluator.ts), when a scenario has one
+export const RUNTIME = 'runtime'; // the run loop, which starts each phase: a sender, never sent to
+
+/** A member's address is its id (`teacher-S-T`, `student-S-I`): the roster and the matchmaking policies name
+ * members by id, and the actors that message them make the address from it. */
+export const teacherAt = (id: string) => address<TeacherMessage>(id);
+export const studentAt = (id: string) => address<StudentMessage>(id);
 
 export type Role = 'teacher' | 'student';
+
+/** The run loop's last phase message of a step to every member: hand in your samples. */
+export interface Learn {
+  type: 'learn';
+}
 
 /** The reward of one of this step's generations (the engine keeps its tokens and adapter slot). */
 export interface TrainingSample {
@@ -35,7 +54,7 @@ export interface GenerateItem {
 
 export interface GenerateRequest {
   type: 'generate';
-  replyTo: string;
+  replyTo: Address<Generated>;
   requests: GenerateItem[];
 }
 
@@ -54,14 +73,14 @@ export interface Generated {
 /** A task offered for matching: a valid proposal, identified by its proposal's request id. */
 export interface OfferedTask {
   taskId: number;
-  teacher: string;
+  teacher: Address<Outcomes>;
   task: Task;
 }
 
 /** One student's result on one task: `correct` of `total` answers. */
 export interface Outcome {
   taskId: number;
-  teacher: string;
+  teacher: Address<Outcomes>;
   student: string;
   correct: number;
   total: number;
@@ -73,8 +92,8 @@ export interface Outcomes {
 }
 
 /** Groups items by a key, keeping first-seen key order and item order. */
-export function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
-  const groups = new Map<string, T[]>();
+export function groupBy<T, K extends string>(items: readonly T[], key: (item: T) => K): Map<K, T[]> {
+  const groups = new Map<K, T[]>();
   for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
   return groups;
 }

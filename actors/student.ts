@@ -4,8 +4,8 @@
 // reward 1 for a correct answer and 0 otherwise.
 
 import type { Domain, PromptSet, Task } from '../src/domains/domain.js';
-import type { Handler } from '../src/runtime/world.js';
-import { ENGINE, POPULATION_MANAGER, VERIFIER, byRequestId, groupBy, mean, type GenerateRequest, type Generated, type Outcome, type TrainingSample } from './protocol.js';
+import type { Address, Handler } from '../src/runtime/world.js';
+import { ENGINE, POPULATION_MANAGER, VERIFIER, byRequestId, groupBy, mean, type GenerateRequest, type Generated, type Learn, type Outcome, type Outcomes, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
 
 export interface StudentConfig {
@@ -23,7 +23,7 @@ interface Answer {
 
 interface Assignment {
   taskId: number;
-  teacher: string;
+  teacher: Address<Outcomes>;
   task: Task;
 }
 
@@ -39,7 +39,7 @@ export type StudentMessage =
   | { type: 'assign'; tasks: Assignment[] }
   | Generated
   | Extract<VerifierReply, { type: 'checked' }>
-  | { type: 'learn' };
+  | Learn;
 
 export const studentHandler =
   (config: StudentConfig): Handler<StudentState, StudentMessage> =>

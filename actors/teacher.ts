@@ -8,7 +8,7 @@
 
 import type { Domain, PromptSet, Task, TaskMetrics, TaskType } from '../src/domains/domain.js';
 import type { Handler } from '../src/runtime/world.js';
-import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, byRequestId, mean, type GenerateRequest, type Generated, type OfferedTask, type Outcomes, type TrainingSample } from './protocol.js';
+import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, byRequestId, mean, type GenerateRequest, type Generated, type Learn, type OfferedTask, type Outcomes, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
 
 export interface TeacherRewards {
@@ -55,7 +55,7 @@ export type TeacherMessage =
   | Generated
   | Extract<VerifierReply, { type: 'validated' }>
   | Outcomes
-  | { type: 'learn' };
+  | Learn;
 
 /** Teacher reward for one proposal (AZR / PopuLoRA form). */
 export function teacherReward(valid: boolean, solveRate: number | null, rewards: TeacherRewards): number {

@@ -4,24 +4,25 @@
 // comes back as a fault, not a verdict (rule 5): the asker drops that proposal or answer and reports it.
 
 import type { AnswerCheck, Task, TaskType, Validation, VerifierPool, VerifyJob, VerifyOutcome } from '../src/domains/domain.js';
-import type { Delivery, Handler, Service } from '../src/runtime/world.js';
+import { delivery, type Address, type Delivery, type Handler, type Service } from '../src/runtime/world.js';
 import { VERIFIER, groupBy } from './protocol.js';
 
 export type VerifierState = null;
 
 export type VerifierMessage =
-  | { type: 'validate'; replyTo: string; requests: Array<{ requestId: number; taskType: TaskType; text: string; given?: string }> }
-  | { type: 'check'; replyTo: string; requests: Array<{ task: Task; answers: Array<{ requestId: number; answer: string }> }> };
+  | { type: 'validate'; replyTo: Address<Validated>; requests: Array<{ requestId: number; taskType: TaskType; text: string; given?: string }> }
+  | { type: 'check'; replyTo: Address<Checked>; requests: Array<{ task: Task; answers: Array<{ requestId: number; answer: string }> }> };
 
 /** A verdict, or the fault that stopped one (a worker that crashed or hung twice). */
 export type Verdict<T> = { requestId: number; fault?: undefined } & T;
 export type Faulted = { requestId: number; fault: string };
 
-export type VerifierReply =
-  | { type: 'validated'; results: Array<Verdict<{ validation: Validation }> | Faulted> }
-  | { type: 'checked'; results: Array<Verdict<{ check: AnswerCheck }> | Faulted> };
+export type Validated = { type: 'validated'; results: Array<Verdict<{ validation: Validation }> | Faulted> };
+export type Checked = { type: 'checked'; results: Array<Verdict<{ check: AnswerCheck }> | Faulted> };
+export type VerifierReply = Validated | Checked;
 
-type QueuedJob = { replyTo: string; requestId: number; job: VerifyJob };
+/** A queued job and where its verdict goes: a validation's in a `validated` reply, a check's in a `checked` one. */
+type QueuedJob = { requestId: number; job: VerifyJob; reply: { type: 'validated'; to: Address<Validated> } | { type: 'checked'; to: Address<Checked> } };
 
 export class VerifierService implements Service {
   readonly name = VERIFIER;
@@ -30,9 +31,13 @@ export class VerifierService implements Service {
   constructor(private readonly pool: VerifierPool) {}
 
   readonly handler: Handler<VerifierState, VerifierMessage> = (state, message) => {
-    const { replyTo } = message;
-    if (message.type === 'validate') this.queue.push(...message.requests.map((r) => ({ replyTo, requestId: r.requestId, job: { kind: 'validate', taskType: r.taskType, text: r.text, ...(r.given === undefined ? {} : { given: r.given }) } as const })));
-    else this.queue.push(...message.requests.flatMap(({ task, answers }) => answers.map((a) => ({ replyTo, requestId: a.requestId, job: { kind: 'check', task, answer: a.answer } as const }))));
+    if (message.type === 'validate') {
+      const reply = { type: 'validated', to: message.replyTo } as const;
+      this.queue.push(...message.requests.map((r) => ({ reply, requestId: r.requestId, job: { kind: 'validate', taskType: r.taskType, text: r.text, ...(r.given === undefined ? {} : { given: r.given }) } as const })));
+    } else {
+      const reply = { type: 'checked', to: message.replyTo } as const;
+      this.queue.push(...message.requests.flatMap(({ task, answers }) => answers.map((a) => ({ reply, requestId: a.requestId, job: { kind: 'check', task, answer: a.answer } as const }))));
+    }
     return state;
   };
 
@@ -45,12 +50,14 @@ export class VerifierService implements Service {
     const queued = this.queue.splice(0);
     const results = await this.pool.verify(queued.map((q) => q.job));
     const answered = queued.map((q, i) => ({ ...q, result: results[i]! }));
-    return [...groupBy(answered, (a) => `${a.job.kind} ${a.replyTo}`).values()].map((group) => {
+    return [...groupBy(answered, (a) => `${a.reply.type} ${a.reply.to}`).values()].map((group) => {
       const item = ({ requestId, result }: { requestId: number; result: VerifyOutcome }) =>
         result.kind === 'fault' ? { requestId, fault: result.detail } : result.kind === 'validate' ? { requestId, validation: result.validation } : { requestId, check: result.check };
-      const results = group.map(item);
-      const message = (group[0]!.job.kind === 'validate' ? { type: 'validated', results } : { type: 'checked', results }) as VerifierReply;
-      return { requestId: group[0]!.requestId, to: group[0]!.replyTo, message };
+      const results = group.map(item); // a group is one kind of job: its verdicts are all of that kind, or faults
+      const { requestId, reply } = group[0]!;
+      return reply.type === 'validated'
+        ? delivery(requestId, reply.to, { type: 'validated', results: results as Validated['results'] })
+        : delivery(requestId, reply.to, { type: 'checked', results: results as Checked['results'] });
     });
   }
 }

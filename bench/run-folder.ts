@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import { nodeDisk, type Disk } from '../src/runtime/durable.js';
-import { runScenario } from '../src/runtime/run.js';
+import { runScenario } from '../src/sim/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 
 const { values: args } = parseArgs({ options: { backend: { type: 'string', default: 'cpu' }, steps: { type: 'string', default: '10' }, 'checkpoint-every': { type: 'string', default: '1' }, dir: { type: 'string', default: tmpdir() }, out: { type: 'string', default: 'bench/results/run-folder.json' } } });

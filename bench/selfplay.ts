@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
-import { runScenario } from '../src/runtime/run.js';
+import { runScenario } from '../src/sim/run.js';
 import type { Service } from '../src/runtime/world.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 

@@ -16,9 +16,9 @@ import { domainNamed, domainNames, registerDomain } from '../src/domains/index.j
 import type { DomainPretraining } from '../src/domains/pretraining.js';
 import { characterTokenizer } from '../src/model/tokenizer.js';
 import { readEventLog, type RunEvent } from '../src/runtime/event-log.js';
-import type { StepMetrics } from '../src/runtime/metrics.js';
-import { replayRun } from '../src/runtime/replay.js';
-import { runScenario } from '../src/runtime/run.js';
+import type { StepMetrics } from '../src/sim/metrics.js';
+import { replayRun } from '../src/sim/replay.js';
+import { runScenario } from '../src/sim/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 import { parsePretrainScenario, pretrain } from '../src/train/pretrain.js';
 

@@ -3,7 +3,7 @@
 // scenario schema's list of policies and their options coming from the registry.
 import { describe, expect, it } from 'vitest';
 import { MATCH_POLICIES, MATCH_POLICY_NAMES, matchPolicy, NO_HISTORY, type MatchContext, type MemberView, type PairHistory } from '../src/matchmaking/index.js';
-import { eloWinProbability } from '../src/runtime/rating.js';
+import { eloWinProbability } from '../src/rating/rating.js';
 import { Streams } from '../src/runtime/streams.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 

@@ -3,7 +3,7 @@
 // distribution functions; the match outcome rule (the student wins if its score beats P(solve)); the scenario's
 // defaults (the paper's parameters).
 import { beforeAll, describe, expect, it } from 'vitest';
-import { eloWinProbability, loadRatingLibrary, ratingSystem, type RatingConfig, type Skill } from '../src/runtime/rating.js';
+import { eloWinProbability, loadRatingLibrary, ratingSystem, type RatingConfig, type Skill } from '../src/rating/rating.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 
 const PAPER: RatingConfig = { system: 'trueskill', mu: 25, sigma: 25 / 3, beta: 25 / 6, tau: 25 / 300, drawProbability: 0.1 };

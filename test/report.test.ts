@@ -9,8 +9,8 @@ import { join, resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadPeftAdapter } from '../src/model/peft.js';
 import { loadRun, writeReport } from '../src/report/report.js';
-import type { StepMetrics } from '../src/runtime/metrics.js';
-import { readCheckpointState, runScenario } from '../src/runtime/run.js';
+import type { StepMetrics } from '../src/sim/metrics.js';
+import { readCheckpointState, runScenario } from '../src/sim/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 
 const scenarioText = (policy: string, subpopulations: number) => `

@@ -11,10 +11,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { loadPeftAdapter } from '../src/model/peft.js';
 import { nodeDisk, type Disk } from '../src/runtime/durable.js';
 import { readEventLog } from '../src/runtime/event-log.js';
-import { exportPopulation } from '../src/runtime/export.js';
-import { planMembers } from '../src/runtime/population.js';
-import { replayRun } from '../src/runtime/replay.js';
-import { runScenario, type RunOptions } from '../src/runtime/run.js';
+import { exportPopulation } from '../src/sim/export.js';
+import { planMembers } from '../src/sim/population.js';
+import { replayRun } from '../src/sim/replay.js';
+import { runScenario, type RunOptions } from '../src/sim/run.js';
 import { parseScenario, type Scenario } from '../src/scenario/scenario.js';
 
 const text = `

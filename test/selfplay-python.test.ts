@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readEventLog } from '../src/runtime/event-log.js';
-import type { StepMetrics } from '../src/runtime/metrics.js';
-import { runScenario } from '../src/runtime/run.js';
+import type { StepMetrics } from '../src/sim/metrics.js';
+import { runScenario } from '../src/sim/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 import { editDeliveries, resultsOf } from './edit-deliveries.js';
 

@@ -4,8 +4,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { replayRun } from '../src/runtime/replay.js';
-import { runScenario } from '../src/runtime/run.js';
+import { replayRun } from '../src/sim/replay.js';
+import { runScenario } from '../src/sim/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 import { gpu } from './webgpu.js';
 

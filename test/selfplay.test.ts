@@ -6,10 +6,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EventLog, readEventLog, type RunEvent } from '../src/runtime/event-log.js';
-import { replayRun } from '../src/runtime/replay.js';
-import { runScenario } from '../src/runtime/run.js';
+import { replayRun } from '../src/sim/replay.js';
+import { runScenario } from '../src/sim/run.js';
 import { parseScenario, type Scenario } from '../src/scenario/scenario.js';
-import type { StepMetrics } from '../src/runtime/metrics.js';
+import type { StepMetrics } from '../src/sim/metrics.js';
 import { editDeliveries, resultsOf } from './edit-deliveries.js';
 
 const base = `

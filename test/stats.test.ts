@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { groupBySeed, groupCurves, HEADLINES, summarizeGroups, testGroups, trailingMean, type SeededRun } from '../src/report/across-seeds.js';
 import { binomial, bootstrapMean, pairedPermutationTest, permutationTest, quantile } from '../src/report/stats.js';
-import type { StepMetrics } from '../src/runtime/metrics.js';
+import type { StepMetrics } from '../src/sim/metrics.js';
 import { Streams } from '../src/runtime/streams.js';
 
 const streams = new Streams(11);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { runScenario } from '../src/runtime/run.js';
+import { runScenario } from '../src/sim/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 import { planSweep } from '../src/sweep/grid.js';
 import type { SweepState } from '../src/sweep/state.js';

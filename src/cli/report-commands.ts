@@ -4,7 +4,7 @@
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { exportPopulation } from '../runtime/export.js';
+import { exportPopulation } from '../sim/export.js';
 import { groupSummaryRows, groupTestRows, loadRun, seedGroups, summaryRows, writeReport } from '../report/report.js';
 import { presentHeadlines, summarizeGroups, testGroups } from '../report/across-seeds.js';
 import { sweepRunFolders } from '../sweep/state.js';

@@ -7,7 +7,7 @@ import { ModelFormatError } from '../model/errors.js';
 import { ReportError } from '../report/report.js';
 import { asDiskFull, RunFolderError } from '../runtime/durable.js';
 import { EventLogError } from '../runtime/event-log.js';
-import { ExportError } from '../runtime/export.js';
+import { ExportError } from '../sim/export.js';
 import { ActorFailure } from '../runtime/world.js';
 import { ScenarioError } from '../scenario/scenario.js';
 import { UsageError } from './usage-error.js';

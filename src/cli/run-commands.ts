@@ -7,9 +7,9 @@ import { basename, extname, join } from 'node:path';
 import cliProgress from 'cli-progress';
 import { loadRun, writeReport } from '../report/report.js';
 import { loadScenario, parseScenario } from '../scenario/scenario.js';
-import type { StepMetrics } from '../runtime/metrics.js';
-import { describeEvent, replayRun } from '../runtime/replay.js';
-import { runScenario } from '../runtime/run.js';
+import type { StepMetrics } from '../sim/metrics.js';
+import { describeEvent, replayRun } from '../sim/replay.js';
+import { runScenario } from '../sim/run.js';
 import { UsageError } from './run-command.js';
 
 const percent = (x: number | null) => (x === null ? '  -  ' : `${(100 * x).toFixed(0).padStart(3)}%`);

@@ -6,7 +6,7 @@
 
 import { z } from 'zod';
 import type { RandomStream } from '../runtime/streams.js';
-import type { Skill } from '../runtime/rating.js';
+import type { Skill } from '../rating/rating.js';
 
 export interface MemberView extends Skill {
   id: string;

@@ -6,7 +6,7 @@
 // when it is made again.
 
 import { canonical } from '../runtime/event-log.js';
-import type { StepMetrics } from '../runtime/metrics.js';
+import type { StepMetrics } from '../sim/metrics.js';
 import { Streams } from '../runtime/streams.js';
 import { bootstrapMean, pairedPermutationTest, permutationTest, type Interval, type TestResult } from './stats.js';
 

@@ -7,9 +7,9 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join, resolve } from 'node:path';
-import { checkpointProblems, checkpointSteps } from '../runtime/checkpoints.js';
+import { checkpointProblems, checkpointSteps } from '../sim/checkpoints.js';
 import { readJsonFile } from '../runtime/durable.js';
-import type { StepMetrics } from '../runtime/metrics.js';
+import type { StepMetrics } from '../sim/metrics.js';
 import { groupBySeed, groupCurves, presentHeadlines, summarizeGroups, testGroups, type GroupSummary, type GroupTest, type RunGroup } from './across-seeds.js';
 import { renderPage, type PageGroups, type PageRun } from './page.js';
 

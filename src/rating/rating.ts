@@ -8,7 +8,7 @@
 //              Fitness is the conservative μ - 3σ.
 //
 // ts-trueskill pulls in mathjs (about 1.5 s to import), so it is loaded only by runs that select it:
-// `loadRatingLibrary` before `ratingSystem` (run.ts does).
+// `loadRatingLibrary` before `ratingSystem` (src/sim/run.ts does).
 
 import type { Rating as TrueSkillRating, TrueSkill } from 'ts-trueskill';
 

@@ -2,36 +2,36 @@
 //
 //   RUN/scenario.json     the scenario as resolved (every default filled in, the model's path absolute): what
 //                         `replay` re-executes
-//   RUN/events.msgpack    every message, checksummed, with the run hash over them (event-log.ts)
+//   RUN/events.msgpack    every message, checksummed, with the run hash over them (src/runtime/event-log.ts)
 //   RUN/metrics.jsonl     one line per step (metrics.ts; with a clock, the step's wall-clock timing too)
 //   RUN/checkpoints/step-N/   each member's adapter after N steps (PEFT layout), state.msgpack (everything a resume
 //                         needs) and manifest.json (checksums, the log's position, the scenario: checkpoints.ts)
 //   RUN/lineage.json      every evolutionary child: parents, operator, parameters, seed, step
 //   RUN/summary.json      the run hash, event count and the last step's metrics
-//   RUN/run.lock          while a run writes in the folder (run-lock.ts)
+//   RUN/run.lock          while a run writes in the folder (src/runtime/run-lock.ts)
 //
-// One step, each phase ending at a barrier (world.ts): teachers propose → (engine generates, verifier validates,
+// One step, each phase ending at a barrier (src/runtime/world.ts): teachers propose → (engine generates, verifier validates,
 // valid tasks are offered) | matchmaker assigns → (students answer, verifier checks, outcomes flow) | every
 // member hands in its samples → (one batched RL update) | population manager rates → (every K steps, evolution).
-// At the end of a step its events and metrics are written whole and the log is synced (durable.ts).
+// At the end of a step its events and metrics are written whole and the log is synced (src/runtime/durable.ts).
 
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { MATCHMAKER, POPULATION_MANAGER, RUNTIME } from '../../actors/protocol.js';
+import { MATCHMAKER, POPULATION_MANAGER, RUNTIME, studentAt, teacherAt, type Learn } from '../../actors/protocol.js';
 import type { PopulationState } from '../../actors/population-manager.js';
 import type { Backend } from '../backend/backend.js';
 import { openBackend } from '../backend/select.js';
 import { domainNamed } from '../domains/index.js';
 import { checkScenarioLimits, type Scenario } from '../scenario/scenario.js';
 import { writeCheckpoint } from './checkpoints.js';
-import { asDiskFull, jsonText, nodeDisk, resumeAdvice, RunFolderError, writeFileDurably, type Disk } from './durable.js';
+import { asDiskFull, jsonText, nodeDisk, resumeAdvice, RunFolderError, writeFileDurably, type Disk } from '../runtime/durable.js';
 import { summarizeStep, type StepMetrics } from './metrics.js';
 import { buildModel, buildSimulation, initialAdapters, type Simulation } from './population.js';
-import { loadRatingLibrary } from './rating.js';
+import { loadRatingLibrary } from '../rating/rating.js';
 import { resumeRun, SCENARIO_FILE, startRun, type OpenedRun } from './resume.js';
-import { acquireRunLock } from './run-lock.js';
+import { acquireRunLock } from '../runtime/run-lock.js';
 import { StepTimer } from './step-timing.js';
-import { World, type Service } from './world.js';
+import { World, type Address, type Service } from '../runtime/world.js';
 
 export { checkpointSteps, readCheckpointState, type CheckpointState } from './checkpoints.js';
 export { EVENTS_FILE, METRICS_FILE, SCENARIO_FILE } from './resume.js';
@@ -175,11 +175,14 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
 async function runStep(world: World, sim: Simulation): Promise<void> {
   const teachers = sim.members.filter((m) => m.role === 'teacher');
   world.send(RUNTIME, POPULATION_MANAGER, { type: 'start-step' });
-  for (const t of teachers) world.send(RUNTIME, t.id, { type: 'propose' });
+  for (const t of teachers) world.send(RUNTIME, teacherAt(t.id), { type: 'propose' });
   await world.barrier();
   world.send(RUNTIME, MATCHMAKER, { type: 'match' });
   await world.barrier();
-  for (const m of sim.members) world.send(RUNTIME, m.id, { type: 'learn' });
+  for (const m of sim.members) {
+    const member: Address<Learn> = m.role === 'teacher' ? teacherAt(m.id) : studentAt(m.id);
+    world.send(RUNTIME, member, { type: 'learn' });
+  }
   await world.barrier();
   world.send(RUNTIME, POPULATION_MANAGER, { type: 'rate' });
   await world.barrier();

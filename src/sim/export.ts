@@ -8,7 +8,7 @@ import type { PopulationState } from '../../actors/population-manager.js';
 import { POPULATION_MANAGER } from '../../actors/protocol.js';
 import type { LineageRecord } from '../evolution/selection.js';
 import { checkpointDir, checkpointSteps, filesUnder, openCheckpoint } from './checkpoints.js';
-import { asDiskFull, jsonText, nodeDisk, readJsonFile, syncPath, writeFileDurably, type Disk } from './durable.js';
+import { asDiskFull, jsonText, nodeDisk, readJsonFile, syncPath, writeFileDurably, type Disk } from '../runtime/durable.js';
 
 export interface ExportedMember {
   id: string;

@@ -8,7 +8,7 @@
 import { mean } from '../../actors/protocol.js';
 import type { EvaluationReport } from '../../actors/evaluator.js';
 import type { Task } from '../domains/domain.js';
-import type { Report } from './world.js';
+import type { Report } from '../runtime/world.js';
 
 interface TeacherReport {
   id: string;

@@ -8,10 +8,10 @@ import { dirname, join } from 'node:path';
 import { ScenarioError, type Scenario } from '../scenario/scenario.js';
 import { checkpointSteps, openCheckpoint, recordedScenario, restartAdvice, withoutCheckpoint, type CheckpointState, type RecordedScenario } from './checkpoints.js';
 import { firstDifference, shown } from './differences.js';
-import { AppendOnlyFile, jsonText, RunFolderError, writeFileDurably, type Disk } from './durable.js';
-import { EventLog } from './event-log.js';
+import { AppendOnlyFile, jsonText, RunFolderError, writeFileDurably, type Disk } from '../runtime/durable.js';
+import { EventLog } from '../runtime/event-log.js';
 import type { StepMetrics } from './metrics.js';
-import { LOCK_FILE } from './run-lock.js';
+import { LOCK_FILE } from '../runtime/run-lock.js';
 
 export const SCENARIO_FILE = 'scenario.json';
 export const EVENTS_FILE = 'events.msgpack';

@@ -11,8 +11,8 @@ import { Packr } from 'msgpackr';
 import { savePeftAdapter, type LoraAdapter } from '../model/peft.js';
 import type { Scenario } from '../scenario/scenario.js';
 import type { AdamWState } from '../train/adamw.js';
-import { asDiskFull, jsonText, resumeAdvice, RunFolderError, syncPath, writeNewFile, type Disk } from './durable.js';
-import { canonical, type LogPosition } from './event-log.js';
+import { asDiskFull, jsonText, resumeAdvice, RunFolderError, syncPath, writeNewFile, type Disk } from '../runtime/durable.js';
+import { canonical, type LogPosition } from '../runtime/event-log.js';
 
 export interface CheckpointState {
   step: number; // steps completed

@@ -6,7 +6,7 @@
 
 import { ENGINE, VERIFIER } from '../../actors/protocol.js';
 import type { StepTiming } from './metrics.js';
-import type { Delivery, Service } from './world.js';
+import type { Delivery, Service } from '../runtime/world.js';
 
 /** Verifier jobs in a batch's replies, by kind: each 'validated' or 'checked' reply holds one result per job. */
 function jobsOf(deliveries: readonly Delivery[]): { validations: number; checks: number } {

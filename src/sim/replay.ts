@@ -13,11 +13,11 @@ import type { Backend } from '../backend/backend.js';
 import { parseScenario, type Scenario } from '../scenario/scenario.js';
 import { checkpointProblems, checkpointSteps, filesUnder, recordedScenario, type CheckpointManifest } from './checkpoints.js';
 import { firstDifference, shown } from './differences.js';
-import { RunFolderError } from './durable.js';
-import { readEventLog, type RunEvent } from './event-log.js';
+import { RunFolderError } from '../runtime/durable.js';
+import { readEventLog, type RunEvent } from '../runtime/event-log.js';
 import { withoutTiming } from './metrics.js';
 import { EVENTS_FILE, METRICS_FILE, runScenario, SCENARIO_FILE } from './run.js';
-import { LOCK_FILE } from './run-lock.js';
+import { LOCK_FILE } from '../runtime/run-lock.js';
 
 export type ReplayVerdict =
   | { identical: true; hash: string; events: number; differences: []; notes: string[] }

@@ -3,7 +3,7 @@
 // initial (or checkpointed) state.
 
 import type { Backend } from '../backend/backend.js';
-import { ENGINE, EVALUATOR, MATCHMAKER, POPULATION_MANAGER, VERIFIER, type Role } from '../../actors/protocol.js';
+import { ENGINE, EVALUATOR, MATCHMAKER, POPULATION_MANAGER, studentAt, teacherAt, VERIFIER, type Role } from '../../actors/protocol.js';
 import { EngineService } from '../../actors/engine.js';
 import { evaluatorHandler, initialEvaluatorState, type EvaluatorState } from '../../actors/evaluator.js';
 import { matchmakerHandler, type MatchmakerState } from '../../actors/matchmaker.js';
@@ -24,9 +24,9 @@ import { loadTokenizer, type TextTokenizer } from '../model/tokenizer.js';
 import { presetModel, ScenarioError, type Scenario } from '../scenario/scenario.js';
 import { AdamW } from '../train/adamw.js';
 import { LlamaTrainer } from '../train/llama-backward.js';
-import { ratingSystem } from './rating.js';
-import type { Service, World } from './world.js';
-import { threadCount } from './worker-threads.js';
+import { ratingSystem } from '../rating/rating.js';
+import type { Service, World } from '../runtime/world.js';
+import { threadCount } from '../runtime/worker-threads.js';
 
 export interface MemberPlan {
   id: string;
@@ -106,8 +106,8 @@ export function buildSimulation(scenario: Scenario, parts: ModelParts, world: Wo
   const teacherConfig = { domain, prompts, taskTypes: scenario.tasks.types, perTeacher: scenario.tasks.perTeacher, references: shown, promptCharacters, rewards: scenario.rewards };
   const references = shown > 0 ? [...domain.seedReferences] : [];
   for (const m of members) {
-    if (m.role === 'teacher') world.actor(m.id, restored<TeacherState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, proposals: [], references }), teacherHandler(teacherConfig));
-    else world.actor(m.id, restored<StudentState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, assignments: [], answers: [] }), studentHandler({ domain, prompts, answersPerTask: sampling.answersPerStudent }));
+    if (m.role === 'teacher') world.actor(teacherAt(m.id), restored<TeacherState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, proposals: [], references }), teacherHandler(teacherConfig));
+    else world.actor(studentAt(m.id), restored<StudentState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, assignments: [], answers: [] }), studentHandler({ domain, prompts, answersPerTask: sampling.answersPerStudent }));
   }
   const ratings = ratingSystem(scenario.rating);
   const policy = matchPolicy(scenario.matchmaking.policy);
