@@ -37,6 +37,7 @@ interface Row {
   codeOSampled: number;
   codeISampled: number;
   seconds: number;
+  refusals: Record<string, number>; // invalid proposals by the verifier's reason (its first words)
 }
 
 const scenario = loadScenario(args.scenario!);
@@ -49,6 +50,13 @@ const model = LlamaModel.upload(new CpuBackend(), config, weights);
 const verifier = new PythonVerifierPool(2);
 const modelMb = statSync(join(args.model!, 'model.safetensors')).size / 2 ** 20;
 
+/** Reasons counted by their head (up to the first colon: "format", "runtime error", …). */
+function countReasons(refusals: ReadonlyArray<string | null>): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const reason of refusals) if (reason !== null) counts[reason.split(':')[0]!] = (counts[reason.split(':')[0]!] ?? 0) + 1;
+  return counts;
+}
+
 const rows: Row[] = [];
 const greedy = { codeO: await solveRate(model, tokenizer, verifier, tasks.code_o, { maxTokens }), codeI: await solveRate(model, tokenizer, verifier, tasks.code_i, { maxTokens }) };
 for (const seed of args.seeds!.split(',').map(Number)) {
@@ -59,6 +67,7 @@ for (const seed of args.seeds!.split(',').map(Number)) {
   rows.push({
     seed,
     proposalsValid: proposals.valid,
+    refusals: countReasons(proposals.refusals),
     codeOGreedy: greedy.codeO,
     codeIGreedy: greedy.codeI,
     codeOSampled: await solveRate(model, tokenizer, verifier, tasks.code_o, sampled),
@@ -73,5 +82,6 @@ console.log(`${args.model}: ${modelMb.toFixed(2)} MiB of weights; ${tasks.code_o
 console.log('| seed | proposals valid | code_o greedy | code_i greedy | code_o at T | code_i at T |');
 console.log('|---:|---:|---:|---:|---:|---:|');
 for (const r of rows) console.log(`| ${r.seed} | ${pct(r.proposalsValid)} | ${pct(r.codeOGreedy)} | ${pct(r.codeIGreedy)} | ${pct(r.codeOSampled)} | ${pct(r.codeISampled)} |`);
+for (const r of rows) console.log(`seed ${r.seed}, invalid proposals by reason: ${JSON.stringify(r.refusals)}`);
 mkdirSync(dirname(args.out!), { recursive: true });
 writeFileSync(args.out!, `${JSON.stringify({ model: args.model, scenario: args.scenario, modelMb, temperature, maxTokens, references, proposals: Number(args.proposals), heldOutTasks: tasks.code_o.length, rows }, null, 2)}\n`);

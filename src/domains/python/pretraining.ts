@@ -61,10 +61,10 @@ export async function solveRate(model: LlamaModel, tokenizer: TextTokenizer, ver
 /**
  * `count` proposals sampled from prompts a step-0 teacher writes (task types in turn, `references` seed tasks drawn
  * from the buffer as teacher.ts draws them, fewer if the prompt would not fit beside the generation), validated by
- * the verifier: the share valid, and the texts.
+ * the verifier: the share valid, the texts, and why each one was refused (null: valid).
  */
-export async function proposalValidity(model: LlamaModel, tokenizer: TextTokenizer, verifier: PythonVerifierPool, rng: RandomStream, options: { count: number; references: number; temperature: number; maxTokens: number }): Promise<{ valid: number; texts: string[] }> {
-  if (options.count === 0) return { valid: 0, texts: [] };
+export async function proposalValidity(model: LlamaModel, tokenizer: TextTokenizer, verifier: PythonVerifierPool, rng: RandomStream, options: { count: number; references: number; temperature: number; maxTokens: number }): Promise<{ valid: number; texts: string[]; refusals: Array<string | null> }> {
+  if (options.count === 0) return { valid: 0, texts: [], refusals: [] };
   const promptCharacters = model.maxContext - options.maxTokens - 1;
   const types = Array.from({ length: options.count }, (_, i) => CODE_TASK_TYPES[i % CODE_TASK_TYPES.length]!);
   const prompts = types.map((type) => {
@@ -77,7 +77,8 @@ export async function proposalValidity(model: LlamaModel, tokenizer: TextTokeniz
   const requests: GenerationRequest[] = prompts.map((prompt, i) => ({ requestId: i, prompt: promptTokens(tokenizer, prompt), adapter: -1, maxTokens: options.maxTokens, seed, temperature: options.temperature, stopTokens: [tokenizer.eosTokenId!] }));
   const texts = (await generate(model, requests)).map((r) => decode(tokenizer, r.tokens));
   const outcomes = await verifier.verify(texts.map((text, i) => ({ kind: 'validate', taskType: types[i]!, text })));
-  return { valid: outcomes.filter((o) => o.kind === 'validate' && o.validation.valid).length / options.count, texts };
+  const refusals = outcomes.map((o) => (o.kind === 'fault' ? `fault: ${o.detail}` : o.kind === 'validate' && !o.validation.valid ? o.validation.reason : null));
+  return { valid: refusals.filter((r) => r === null).length / options.count, texts, refusals };
 }
 
 /** The step-0 scores: greedy code_o and code_i solve rates on held-out tasks, and the share of valid proposals. */
