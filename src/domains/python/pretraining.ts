@@ -84,8 +84,8 @@ export async function proposalValidity(model: LlamaModel, tokenizer: TextTokeniz
 /** The step-0 scores: greedy code_o and code_i solve rates on held-out tasks, and the share of valid proposals. */
 export async function codeScores(model: LlamaModel, tokenizer: TextTokenizer, verifier: PythonVerifierPool, tasks: HeldOutTasks, rng: RandomStream, options: PythonEvalOptions & { references: number }): Promise<Scores> {
   return {
-    code_o: await solveRate(model, tokenizer, verifier, tasks.code_o, options),
-    code_i: await solveRate(model, tokenizer, verifier, tasks.code_i, options),
+    code_o: await solveRate(model, tokenizer, verifier, tasks.code_o, { maxTokens: options.maxTokens }), // greedy: the temperature is the proposals'
+    code_i: await solveRate(model, tokenizer, verifier, tasks.code_i, { maxTokens: options.maxTokens }),
     proposals: (await proposalValidity(model, tokenizer, verifier, rng, { ...options, count: options.proposals })).valid,
   };
 }
