@@ -92,7 +92,7 @@ function printSummary(history: StepMetrics[], outDir: string, hash: string, even
     console.log(`${id.padEnd(15)} ${rating}   ${metric}`);
   }
   const heldOut = history.filter((m) => m.heldOut).at(-1)?.heldOut;
-  if (heldOut) console.log(`\nheld-out deduce tasks (${heldOut.tasks}, greedy): students ${percent(heldOut.solveRate)}, best student ${percent(heldOut.best)}${heldOut.excluded > 0 ? `; ${heldOut.excluded} proposed during the run, not counted` : ''}`);
+  if (heldOut) console.log(`\nheld-out tasks (${heldOut.tasks}, greedy): students ${percent(heldOut.solveRate)}, best student ${percent(heldOut.best)}${heldOut.excluded > 0 ? `; ${heldOut.excluded} proposed during the run, not counted` : ''}`);
   const meanOf = (f: (m: StepMetrics) => number | null) => {
     const values = history.map(f).filter((v): v is number => v !== null);
     return values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length;

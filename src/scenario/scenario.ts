@@ -140,8 +140,9 @@ export const scenarioSchema = z.strictObject({
       .default('auto'),
   }).prefault({}),
   checkpointEvery: int(0).default(0), // save adapters every N steps (0: at the end only)
-  // arith: every member answers a fixed set of held-out deduce tasks greedily at the last step (and every `every`
-  // steps); the set depends on `seed` alone (default: the one models/arith-tiny was scored on)
+  // every member answers a fixed set of the domain's held-out tasks greedily at the last step (and every `every`
+  // steps); the set depends on `seed` alone (arith: seed 1 is the set models/arith-tiny was scored on; python: a
+  // sample of the 400 tasks models/python-tiny was scored on)
   evaluation: z.strictObject({
     tasks: int(1, LIMITS.heldOutTasks).default(200),
     every: int(0).default(0),

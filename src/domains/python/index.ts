@@ -4,6 +4,7 @@
 
 import type { Domain } from '../domain.js';
 import { PLAIN_PROMPTS, CODE_PROMPTS, proposalGiven, proposalPrompt, solvePrompt } from './prompts.js';
+import { heldOutTasks } from './held-out.js';
 import { pythonPretraining } from './pretraining.js';
 import { CODE_TASK_TYPES, PYTHON_ALPHABET, SEED_TASKS, type CodeTask, type CodeTaskType } from './tasks.js';
 import { PythonVerifierPool } from './verifier-pool.js';
@@ -28,5 +29,6 @@ export const python: Domain = {
   tokenBudgetHint: 256,
   verifierPool: (workers, settings) => new PythonVerifierPool(workers, { fuel: settings.fuel, wallClockGuardMs: settings.guardMs }),
   commands: [VERIFY_COMMAND],
+  heldOutTasks,
   pretraining: pythonPretraining,
 };
