@@ -131,7 +131,7 @@ export function unpadRows(rows: Float32Array, T: number, width: number, padded: 
 export function matmul(x: Tensor, w: Tensor, bias?: Tensor): Tensor {
   const { T, N, K } = shapes('matmul', x, w);
   const [xs, ws] = [f32Of(x), f32Of(w)];
-  const nPad = roundUp(N, 4);
+  const nPad = roundUp(N, 8);
   const s = stage([T * K * 8, weightBytes(ws), nPad * 4, T * nPad * 4]);
   if (!s) return matmulReference(x, w, bias);
   s.putF64(0, xs);

@@ -96,7 +96,7 @@ export function loraShrink(x: Tensor, a: Tensor, adapters: Tensor, rank: number)
   const [T, K] = [rowsOf(x), colsOf(x)];
   const [xs, as] = [f32Of(x), f32Of(a)];
   const runs = runsOf(adapters, rowsOf(a) / rank, 'loraShrink');
-  const rPad = roundUp(rank, 4);
+  const rPad = roundUp(rank, 8);
   const s = stage([T * K * 8, weightBytes(as), rPad * 4, T * rPad * 4]);
   if (!s) return loraShrinkReference(x, a, adapters, rank);
   s.putF64(0, xs);
@@ -112,7 +112,7 @@ export function loraExpand(y: Tensor, h: Tensor, b: Tensor, adapters: Tensor, sc
   const rank = colsOf(h);
   const [ys, hs, bs, sc] = [f32Of(y), f32Of(h), f32Of(b), f32Of(scales)];
   const runs = runsOf(adapters, rowsOf(b) / N, 'loraExpandInPlace');
-  const nPad = roundUp(N, 4);
+  const nPad = roundUp(N, 8);
   const s = stage([T * rank * 8, weightBytes(bs), nPad * 4, T * nPad * 4]);
   if (!s) return loraExpandReference(y, h, b, adapters, scales);
   s.putF64(0, hs);
