@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { uploadPacked, type Tensor, type WeightStorage } from '../src/backend/backend.js';
 import { cpuArena } from '../src/backend/cpu-arena.js';
 import { f32Of } from '../src/backend/cpu-tensor.js';
+import * as attend from '../src/backend/cpu-attention.js';
 import * as dense from '../src/backend/cpu-dense.js';
 import * as lora from '../src/backend/cpu-lora.js';
 import { CpuBackend } from '../src/backend/cpu.js';
@@ -27,13 +28,41 @@ const bits = (t: Tensor | Float32Array) => {
   return Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
 };
 
+/**
+ * Seeded draws. `floats` spreads magnitudes over 2^±spread: sums then cancel, so their f64 rounding shows in the f32
+ * results and a sum taken in another order (or scaled, or added, differently) changes bits instead of hiding below
+ * f32's precision. Weights keep a small spread (f16 rounds them; the spread is the same on both sides anyway).
+ */
 function random(name: string) {
   const rng = seedrandom(name);
   return {
-    floats: (n: number) => Float32Array.from({ length: n }, () => 2 * rng() - 1),
+    floats: (n: number, spread = 16) => Float32Array.from({ length: n }, () => (2 * rng() - 1) * 2 ** Math.floor((2 * rng() - 1) * spread)),
     int: (below: number) => Math.floor(rng() * below),
     pick: <T>(options: readonly T[]) => options[Math.floor(rng() * options.length)]!,
   };
+}
+
+/**
+ * Cancellation that makes the order of a sum visible. f64 sums of f32 products hide their order below f32's
+ * precision, so random inputs alone would not catch a kernel that adds in another order. Here a sum's first term is
+ * +H·c and its last −H·c (H = 2^40, the same c at both ends): the big terms cancel exactly, and every term between
+ * them was added at H's scale, so another order gives other f32 bits.
+ */
+const H = 2 ** 40;
+/** Each row [.., cols] of `a` starts with +H and ends with −H. */
+function hugeEnds(a: Float32Array, cols: number): Float32Array {
+  for (let r = 0; r < a.length / cols; r++) [a[r * cols], a[r * cols + cols - 1]] = [H, -H];
+  return a;
+}
+/** Each row of `w` ends with its first value. */
+function sameEndColumns(w: Float32Array, cols: number): Float32Array {
+  for (let r = 0; r < w.length / cols; r++) w[r * cols + cols - 1] = w[r * cols]!;
+  return w;
+}
+/** In each group of `rows` rows of `w`, the last row is the first one again. */
+function sameEndRows(w: Float32Array, rows: number, cols: number): Float32Array {
+  for (let g = 0; g < w.length / (rows * cols); g++) w.copyWithin((g * rows + rows - 1) * cols, g * rows * cols, (g * rows + 1) * cols);
+  return w;
 }
 
 type Home = 'arena' | 'plain' | 'packed';
@@ -54,12 +83,14 @@ describe('the SIMD products equal their references bit for bit', () => {
     for (let trial = 0; trial < 80; trial++) {
       const [T, K, N] = [r.pick([1, 2, 3, 4, 5, 6, 7, 9, 34]), r.pick(SIZES), r.pick(SIZES)];
       const [storage, home] = [r.pick(['f32', 'f16'] as const), r.pick(['arena', 'plain', 'packed'] as const)];
-      const w = weight(r.floats(N * K), N, K, storage, home);
-      const x = cpu.upload(r.floats(T * K), [T, K]);
+      const cancel = trial % 3 !== 0; // Σ_k and Σ_n both start at +H and end at −H
+      const ws = r.floats(N * K, 4);
+      const w = weight(cancel ? sameEndRows(sameEndColumns(ws, K), N, K) : ws, N, K, storage, home);
+      const x = cpu.upload(cancel ? hugeEnds(r.floats(T * K), K) : r.floats(T * K), [T, K]);
       const bias = trial % 2 ? cpu.upload(r.floats(N), [N]) : undefined;
-      const what = `T ${T}, K ${K}, N ${N}, ${storage} in ${home}`;
+      const what = `T ${T}, K ${K}, N ${N}, ${storage} in ${home}${cancel ? ', cancelling' : ''}`;
       expect(bits(dense.matmul(x, w, bias)), what).toEqual(bits(dense.matmulReference(x, w, bias)));
-      const dy = cpu.upload(r.floats(T * N), [T, N]);
+      const dy = cpu.upload(cancel ? hugeEnds(r.floats(T * N), N) : r.floats(T * N), [T, N]);
       expect(bits(dense.matmulBackward(dy, w)), what).toEqual(bits(dense.matmulBackwardReference(dy, w)));
     }
   });
@@ -67,10 +98,10 @@ describe('the SIMD products equal their references bit for bit', () => {
   it('a layer-sized matmul (prefill: many tokens, K not a multiple of 4)', () => {
     const r = random('layer');
     const [T, K, N] = [37, 259, 130];
-    const w = weight(r.floats(N * K), N, K, 'f16', 'arena');
-    const x = cpu.upload(r.floats(T * K), [T, K]);
+    const w = weight(sameEndRows(sameEndColumns(r.floats(N * K, 4), K), N, K), N, K, 'f16', 'arena');
+    const x = cpu.upload(hugeEnds(r.floats(T * K), K), [T, K]);
     expect(bits(dense.matmul(x, w))).toEqual(bits(dense.matmulReference(x, w)));
-    const dy = cpu.upload(r.floats(T * N), [T, N]);
+    const dy = cpu.upload(hugeEnds(r.floats(T * N), N), [T, N]);
     expect(bits(dense.matmulBackward(dy, w))).toEqual(bits(dense.matmulBackwardReference(dy, w)));
   });
 
@@ -80,9 +111,17 @@ describe('the SIMD products equal their references bit for bit', () => {
       const [T, I, J, S] = [r.pick([1, 3, 8, 11]), r.pick(SIZES), r.pick(SIZES), r.pick([1, 2, 4])];
       const order = Int32Array.from({ length: T }, (_, i) => i).sort(() => r.int(3) - 1);
       const cuts = Array.from({ length: S - 1 }, () => r.int(T + 1)).sort((a, b) => a - b);
-      const offsets = cpu.uploadI32(Int32Array.from([0, ...cuts, T]), [S + 1]);
-      const u = cpu.upload(trial % 5 === 0 ? new Float32Array(T * I) : r.floats(T * I), [T, I]);
-      const v = cpu.upload(r.floats(T * J), [T, J]);
+      const bounds = [0, ...cuts, T];
+      const offsets = cpu.uploadI32(Int32Array.from(bounds), [S + 1]);
+      const [us, vs] = [trial % 5 === 0 ? new Float32Array(T * I) : r.floats(T * I), r.floats(T * J)];
+      // Cancelling: each segment's sum starts at +H·v and ends at −H·v.
+      for (let seg = 0; seg < S && trial % 3 !== 0; seg++) {
+        const [first, last] = [order[bounds[seg]!]!, order[bounds[seg + 1]! - 1]!];
+        if (bounds[seg + 1]! - bounds[seg]! < 2) continue;
+        us.fill(H, first * I, (first + 1) * I).fill(-H, last * I, (last + 1) * I);
+        vs.copyWithin(last * J, first * J, (first + 1) * J);
+      }
+      const [u, v] = [cpu.upload(us, [T, I]), cpu.upload(vs, [T, J])];
       const scales = trial % 2 ? cpu.upload(r.floats(S), [S]) : undefined;
       const args = [u, v, cpu.uploadI32(order, [T]), offsets, scales] as const;
       expect(bits(dense.outerProductSum(...args)), `T ${T}, I ${I}, J ${J}, S ${S}`).toEqual(bits(dense.outerProductSumReference(...args)));
@@ -94,25 +133,62 @@ describe('the SIMD products equal their references bit for bit', () => {
     for (let trial = 0; trial < 40; trial++) {
       const [T, K, N, rank, slots] = [r.pick([1, 2, 5, 8, 12]), r.pick(SIZES), r.pick(SIZES), r.pick([1, 2, 4, 8, 16]), r.pick([1, 3])];
       const [storage, home] = [r.pick(['f32', 'f16'] as const), r.pick(['arena', 'plain', 'packed'] as const)];
-      const a = weight(r.floats(slots * rank * K), slots * rank, K, storage, home);
-      const b = weight(r.floats(slots * N * rank), slots * N, rank, storage, home);
+      const cancel = trial % 3 !== 0; // every sum starts at +H and ends at −H
+      const [as, bs] = [r.floats(slots * rank * K, 4), r.floats(slots * N * rank, 4)];
+      if (cancel) {
+        sameEndRows(sameEndColumns(as, K), rank, K);
+        sameEndRows(sameEndColumns(bs, rank), N, rank);
+      }
+      const a = weight(as, slots * rank, K, storage, home);
+      const b = weight(bs, slots * N, rank, storage, home);
+      const ends = (values: Float32Array, cols: number) => (cancel ? hugeEnds(values, cols) : values);
       const run = r.int(3) + 1;
       const adapters = cpu.uploadI32(Int32Array.from({ length: T }, (_, t) => (r.int(5) === 0 ? -1 : Math.floor(t / run) % slots)), [T]);
       const scales = cpu.upload(Float32Array.from({ length: slots }, (_, s) => (s === 1 ? -0.5 : 2 * (s + 1))), [slots]);
       const what = `T ${T}, K ${K}, N ${N}, rank ${rank}, ${slots} slots, ${storage} in ${home}`;
-      const x = cpu.upload(r.floats(T * K), [T, K]);
+      const x = cpu.upload(ends(r.floats(T * K), K), [T, K]);
       expect(bits(lora.loraShrink(x, a, adapters, rank)), what).toEqual(bits(lora.loraShrinkReference(x, a, adapters, rank)));
-      const h = cpu.upload(r.floats(T * rank), [T, rank]);
+      const h = cpu.upload(ends(r.floats(T * rank), rank), [T, rank]);
       const [y1, y2] = [0, 1].map(() => cpu.upload(Float32Array.from({ length: T * N }, (_, i) => Math.cos(i)), [T, N])) as [Tensor, Tensor];
       lora.loraExpand(y1, h, b, adapters, scales);
       lora.loraExpandReference(y2, h, b, adapters, scales);
       expect(bits(y1), what).toEqual(bits(y2));
-      const dy = cpu.upload(trial % 4 === 0 ? new Float32Array(T * N) : r.floats(T * N), [T, N]);
+      const dy = cpu.upload(trial % 4 === 0 ? new Float32Array(T * N) : ends(r.floats(T * N), N), [T, N]);
       expect(bits(lora.loraExpandBackward(dy, b, adapters, scales, rank)), what).toEqual(bits(lora.loraExpandBackwardReference(dy, b, adapters, scales, rank)));
       const [dx1, dx2] = [0, 1].map(() => cpu.upload(Float32Array.from({ length: T * K }, (_, i) => Math.sin(i)), [T, K])) as [Tensor, Tensor];
       lora.loraShrinkBackward(dx1, h, a, adapters);
       lora.loraShrinkBackwardReference(dx2, h, a, adapters);
       expect(bits(dx1), what).toEqual(bits(dx2));
+    }
+  });
+
+  it('decode attention over a cache in the arena: any heads per kv head, head sizes around 8, ragged positions', () => {
+    const r = random('attention');
+    for (let trial = 0; trial < 40; trial++) {
+      const [kvHeads, group, headDim] = [r.pick([1, 2, 3]), r.pick([1, 2, 4]), r.pick([1, 3, 8, 9, 16, 20])];
+      const heads = kvHeads * group;
+      // Cancelling: every token at the last position, whose key is position 0's (the same weight p_0) and whose
+      // value is −H against +H at position 0. Otherwise: ragged positions and scores beyond exp's range.
+      const cancel = trial % 2 === 0;
+      const [layers, slots, maxLen, T] = [2, 3, cancel ? r.pick([3, 5, 17]) : r.pick([1, 5, 17]), r.pick([1, 2, 4, 7])];
+      const cache = cpu.createKvCache({ layers, slots, maxLen, kvHeads, headDim });
+      const values = (t: Tensor) => (t as unknown as { data: Float32Array }).data;
+      expect(cpuArena().addressOf(values(cache.k))).toBeDefined();
+      const [ks, vs] = [values(cache.k), values(cache.v)];
+      ks.set(r.floats(ks.length, cancel ? 0 : 6));
+      vs.set(r.floats(vs.length));
+      const row = kvHeads * headDim;
+      for (let slot = 0; slot < layers * slots && cancel; slot++) {
+        const [first, last] = [slot * maxLen * row, (slot * maxLen + maxLen - 1) * row];
+        ks.copyWithin(last, first, first + row);
+        vs.fill(H, first, first + row).fill(-H, last, last + row);
+      }
+      const q = cpu.upload(r.floats(T * heads * headDim, cancel ? 0 : 6), [T, heads * headDim]);
+      const slotsOf = cpu.uploadI32(Int32Array.from({ length: T }, () => r.int(slots)), [T]);
+      const positions = cpu.uploadI32(Int32Array.from({ length: T }, () => (cancel ? maxLen - 1 : r.int(maxLen))), [T]);
+      const layer = r.int(layers);
+      const what = `${heads} heads, ${kvHeads} kv heads, head size ${headDim}, ${T} tokens, cache of ${maxLen}${cancel ? ', cancelling' : ''}`;
+      expect(bits(attend.attention(q, cache, layer, slotsOf, positions, heads)), what).toEqual(bits(attend.attentionReference(q, cache, layer, slotsOf, positions, heads)));
     }
   });
 

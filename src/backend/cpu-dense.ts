@@ -81,7 +81,7 @@ interface DenseKernel {
 }
 
 let kernel: DenseKernel | undefined; // one per thread, on the thread's arena
-export const denseKernel = () => (kernel ??= loadCpuKernel<DenseKernel>('dense', cpuArena().memory));
+export const denseKernel = () => (kernel ??= loadCpuKernel<DenseKernel>('dense', { memory: cpuArena().memory }));
 
 export const roundUp = (n: number, multiple: number) => Math.ceil(n / multiple) * multiple;
 

@@ -8,6 +8,7 @@ import { roundToF16 } from './half.js';
 import { sampleRow } from './sampling.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor, type CpuTensor } from './cpu-tensor.js';
 import { cpuArena } from './cpu-arena.js';
+import * as attend from './cpu-attention.js';
 import * as backward from './cpu-backward.js';
 import * as dense from './cpu-dense.js';
 import * as lora from './cpu-lora.js';
@@ -67,9 +68,11 @@ export class CpuBackend implements Backend {
   free(): void {}
   destroy(): void {}
 
+  /** The cache lives in the CPU arena, where the attention kernel reads it in place (a plain array when it is full). */
   createKvCache(dims: Omit<KvCache, 'k' | 'v'>): KvCache {
     const shape = [dims.layers, dims.slots, dims.maxLen, dims.kvHeads, dims.headDim];
-    return { ...dims, k: this.zeros(shape), v: this.zeros(shape) };
+    const zeros = () => tensor(cpuArena().f32(numel(shape))?.fill(0) ?? new Float32Array(numel(shape)), shape, 'f32');
+    return { ...dims, k: zeros(), v: zeros() };
   }
 
   embedding(table: Tensor, tokens: Tensor): Tensor {
@@ -141,36 +144,7 @@ export class CpuBackend implements Backend {
   }
 
   attention(q: Tensor, cache: KvCache, layer: number, slots: Tensor, positions: Tensor, heads: number): Tensor {
-    const { headDim, kvHeads, maxLen } = cache;
-    const [qs, s, p] = [f32Of(q), i32Of(slots), i32Of(positions)];
-    const [kc, vc] = [f32Of(cache.k), f32Of(cache.v)];
-    const T = s.length;
-    const groupSize = heads / kvHeads;
-    const scale = 1 / Math.sqrt(headDim);
-    const out = new Float32Array(T * heads * headDim);
-    for (let t = 0; t < T; t++) {
-      const slotBase = (layer * cache.slots + s[t]!) * maxLen;
-      for (let h = 0; h < heads; h++) {
-        const kvHead = Math.floor(h / groupSize);
-        const qBase = (t * heads + h) * headDim;
-        const at = (j: number) => ((slotBase + j) * kvHeads + kvHead) * headDim;
-        const scores = new Float64Array(p[t]! + 1);
-        for (let j = 0; j <= p[t]!; j++) {
-          let dot = 0;
-          for (let d = 0; d < headDim; d++) dot += qs[qBase + d]! * kc[at(j) + d]!;
-          scores[j] = dot * scale;
-        }
-        const max = Math.max(...scores);
-        let total = 0;
-        for (let j = 0; j < scores.length; j++) total += (scores[j] = Math.exp(scores[j]! - max));
-        for (let d = 0; d < headDim; d++) {
-          let sum = 0;
-          for (let j = 0; j < scores.length; j++) sum += scores[j]! * vc[at(j) + d]!;
-          out[qBase + d] = sum / total;
-        }
-      }
-    }
-    return tensor(out, [T, heads * headDim], 'f32');
+    return (this.simd ? attend.attention : attend.attentionReference)(q, cache, layer, slots, positions, heads);
   }
 
   swiglu(gate: Tensor, up: Tensor): Tensor {
