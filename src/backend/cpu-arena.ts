@@ -1,5 +1,6 @@
-// The CPU backend's WebAssembly memory: its weight matrices live here, so the SIMD kernels (kernels/cpu/dense.wasm)
-// read them in place instead of copying megabytes per call. The memory is shared (a SharedArrayBuffer): growing it
+// The CPU backend's WebAssembly memory: its weight matrices and KV caches live here, so the SIMD kernels
+// (kernels/cpu/dense.wasm, attention.wasm) read them in place instead of copying megabytes per call; each call's
+// activations are copied into a scratch block. The memory is shared (a SharedArrayBuffer): growing it
 // never detaches the buffer, so a Float32Array handed out earlier stays valid and every other piece of code reads
 // and writes the weights as plain arrays. Blocks come from a first-fit free list; a block goes back when its array
 // is garbage collected (rowsView's sub-arrays keep their parent alive, see keepParent). One arena per thread.
@@ -8,7 +9,7 @@ import { assert } from './backend.js';
 
 const PAGE_BYTES = 65536;
 const MAX_PAGES = 65536; // 4 GiB: wasm32's limit
-/** Bytes after every block that a kernel may read past its end (dense.wat reads up to 7 f32 beyond a row). */
+/** Bytes after every block that a kernel may read past its end (the kernels read up to 7 f32 beyond a row). */
 const SLACK_BYTES = 32;
 
 interface Block {
