@@ -144,7 +144,8 @@ describe('the SIMD products equal their references bit for bit', () => {
       const b = weight(bs, slots * N, rank, storage, home);
       const ends = (values: Float32Array, cols: number) => (cancel ? hugeEnds(values, cols) : values);
       const run = r.int(3) + 1;
-      const adapters = cpu.uploadI32(Int32Array.from({ length: T }, (_, t) => (r.int(5) === 0 ? -1 : Math.floor(t / run) % slots)), [T]);
+      // Now and then a slot past the bank: the fast path hands the call to the reference (NaN rows).
+      const adapters = cpu.uploadI32(Int32Array.from({ length: T }, (_, t) => (r.int(5) === 0 ? -1 : trial % 7 === 3 && t === 0 ? slots : Math.floor(t / run) % slots)), [T]);
       const scales = cpu.upload(Float32Array.from({ length: slots }, (_, s) => (s === 1 ? -0.5 : 2 * (s + 1))), [slots]);
       const what = `T ${T}, K ${K}, N ${N}, rank ${rank}, ${slots} slots, ${storage} in ${home}`;
       const x = cpu.upload(ends(r.floats(T * K), K), [T, K]);
@@ -193,12 +194,10 @@ describe('the SIMD products equal their references bit for bit', () => {
     }
   });
 
-  it('bad shapes and slots get clear errors', () => {
+  it('bad shapes get the references\' errors', () => {
     const w = cpu.uploadWeight(new Float32Array(8), [2, 4], 'f32');
     expect(() => dense.matmul(cpu.upload(new Float32Array(6), [2, 3]), w)).toThrow(/matmul: x has 3 columns but the weight has 4/);
     expect(() => dense.matmulBackward(cpu.upload(new Float32Array(6), [2, 3]), w)).toThrow(/matmulBackward: dy has 3 columns but the weight has 2 rows/);
-    const a = cpu.uploadWeight(new Float32Array(2 * 4), [2, 4], 'f32'); // one slot of rank 2
-    expect(() => lora.loraShrink(cpu.upload(new Float32Array(4), [1, 4]), a, cpu.uploadI32(Int32Array.of(1), [1]), 2)).toThrow(/loraShrink: adapter slot 1 outside the bank's 1/);
   });
 });
 

@@ -8,7 +8,7 @@
 // two, matmulBackward for the others), equal bit for bit. The banks live in the CPU arena (uploadPacked puts them
 // there through uploadWeight) and are read in place.
 
-import { assert, type Tensor } from './backend.js';
+import type { Tensor } from './backend.js';
 import { denseKernel, padRows, roundUp, stage, unpadRows, weightBytes } from './cpu-dense.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
 
@@ -77,14 +77,17 @@ export function loraShrinkBackwardReference(dx: Tensor, dh: Tensor, a: Tensor, a
 }
 
 
-/** Runs of consecutive tokens with the same adapter slot (slots < 0 left out), each slot checked against the bank's. */
-function runsOf(adapters: Tensor, slots: number, what: string): { slot: number; first: number; count: number }[] {
+/**
+ * Runs of consecutive tokens with the same adapter slot (slots < 0 left out); undefined when a slot lies past the
+ * bank's `slots`: the reference then runs (it reads such a slot's rows as NaN; the WGSL kernels skip the row).
+ */
+function runsOf(adapters: Tensor, slots: number): { slot: number; first: number; count: number }[] | undefined {
   const ids = i32Of(adapters);
   const runs: { slot: number; first: number; count: number }[] = [];
   for (let t = 0; t < ids.length; t++) {
     const slot = ids[t]!;
     if (slot < 0) continue;
-    assert(slot < slots, `${what}: adapter slot ${slot} outside the bank's ${slots}`);
+    if (slot >= slots) return undefined;
     const last = runs[runs.length - 1];
     if (last && last.slot === slot && last.first + last.count === t) last.count++;
     else runs.push({ slot, first: t, count: 1 });
@@ -95,10 +98,10 @@ function runsOf(adapters: Tensor, slots: number, what: string): { slot: number; 
 export function loraShrink(x: Tensor, a: Tensor, adapters: Tensor, rank: number): Tensor {
   const [T, K] = [rowsOf(x), colsOf(x)];
   const [xs, as] = [f32Of(x), f32Of(a)];
-  const runs = runsOf(adapters, rowsOf(a) / rank, 'loraShrink');
+  const runs = runsOf(adapters, rowsOf(a) / rank);
   const rPad = roundUp(rank, 8);
-  const s = stage([T * K * 8, weightBytes(as), rPad * 4, T * rPad * 4]);
-  if (!s) return loraShrinkReference(x, a, adapters, rank);
+  const s = runs && stage([T * K * 8, weightBytes(as), rPad * 4, T * rPad * 4]);
+  if (!runs || !s) return loraShrinkReference(x, a, adapters, rank);
   s.putF64(0, xs);
   s.f32(2, rPad).fill(0);
   s.f32(3, T * rPad).fill(0);
@@ -111,10 +114,10 @@ export function loraExpand(y: Tensor, h: Tensor, b: Tensor, adapters: Tensor, sc
   const [T, N] = [rowsOf(y), colsOf(y)];
   const rank = colsOf(h);
   const [ys, hs, bs, sc] = [f32Of(y), f32Of(h), f32Of(b), f32Of(scales)];
-  const runs = runsOf(adapters, rowsOf(b) / N, 'loraExpandInPlace');
+  const runs = runsOf(adapters, rowsOf(b) / N);
   const nPad = roundUp(N, 8);
-  const s = stage([T * rank * 8, weightBytes(bs), nPad * 4, T * nPad * 4]);
-  if (!s) return loraExpandReference(y, h, b, adapters, scales);
+  const s = runs && stage([T * rank * 8, weightBytes(bs), nPad * 4, T * nPad * 4]);
+  if (!runs || !s) return loraExpandReference(y, h, b, adapters, scales);
   s.putF64(0, hs);
   s.f32(2, nPad).fill(0);
   const out = s.f32(3, T * nPad);
@@ -127,10 +130,10 @@ export function loraExpand(y: Tensor, h: Tensor, b: Tensor, adapters: Tensor, sc
 export function loraExpandBackward(dy: Tensor, b: Tensor, adapters: Tensor, scales: Tensor, rank: number): Tensor {
   const [T, N] = [rowsOf(dy), colsOf(dy)];
   const [g, bs, sc] = [f32Of(dy), f32Of(b), f32Of(scales)];
-  const runs = runsOf(adapters, rowsOf(b) / N, 'loraExpandBackward');
+  const runs = runsOf(adapters, rowsOf(b) / N);
   const rPad = roundUp(rank, 8);
-  const s = stage([T * N * 8, weightBytes(bs), T * rPad * 4]);
-  if (!s) return loraExpandBackwardReference(dy, b, adapters, scales, rank);
+  const s = runs && stage([T * N * 8, weightBytes(bs), T * rPad * 4]);
+  if (!runs || !s) return loraExpandBackwardReference(dy, b, adapters, scales, rank);
   s.putF64(0, g);
   s.f32(2, T * rPad).fill(0);
   const bAt = s.weight(1, bs);
@@ -142,10 +145,10 @@ export function loraShrinkBackward(dx: Tensor, dh: Tensor, a: Tensor, adapters: 
   const [T, K] = [rowsOf(dx), colsOf(dx)];
   const rank = colsOf(dh);
   const [dxs, hs, as] = [f32Of(dx), f32Of(dh), f32Of(a)];
-  const runs = runsOf(adapters, rowsOf(a) / rank, 'loraShrinkBackwardInPlace');
+  const runs = runsOf(adapters, rowsOf(a) / rank);
   const kPad = roundUp(K, 8);
-  const s = stage([T * rank * 8, weightBytes(as), T * kPad * 4]);
-  if (!s) return loraShrinkBackwardReference(dx, dh, a, adapters);
+  const s = runs && stage([T * rank * 8, weightBytes(as), T * kPad * 4]);
+  if (!runs || !s) return loraShrinkBackwardReference(dx, dh, a, adapters);
   s.putF64(0, hs);
   const out = s.f32(2, T * kPad);
   padRows(out, dxs, T, K, kPad);
