@@ -1,7 +1,8 @@
 // The CPU reference backend: each op written as the plain maths, in f32 storage with f64 accumulation.
-// It is the oracle the WGSL kernels are tested against, and the fallback when no WebGPU adapter exists. The dense
-// products (cpu-dense.ts) run WebAssembly SIMD kernels equal bit for bit to their plain loops; the weights they
-// read live in the CPU arena (cpu-arena.ts).
+// It is the oracle the WGSL kernels are tested against, and the fallback when no WebGPU adapter exists. The hot
+// loops, the dense products, the LoRA products and decode attention (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts),
+// run WebAssembly SIMD kernels equal bit for bit to their plain loops; the weights and KV caches they read live in
+// the CPU arena (cpu-arena.ts).
 
 import { assert, numel, type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage } from './backend.js';
 import { roundToF16 } from './half.js';
@@ -17,7 +18,7 @@ import * as evolution from './cpu-evolution.js';
 export class CpuBackend implements Backend {
   readonly name = 'cpu' as const;
   readonly deviceDescription: string;
-  /** Whether the dense products run their WebAssembly SIMD kernels (cpu-dense.ts) or the plain loops: the same bits. */
+  /** Whether the hot loops run their WebAssembly SIMD kernels or their plain loops (the reference): the same bits. */
   private readonly simd: boolean;
   readonly viewAlignment = 4;
   readonly maxBindingBytes = Number.POSITIVE_INFINITY;
