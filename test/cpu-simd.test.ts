@@ -228,9 +228,9 @@ describe('the arena', () => {
     const values = r.floats(6 * 10);
     const w = cpu.uploadWeight(values, [6, 10], 'f32');
     expect(cpuArena().addressOf(read(w))).toBeUndefined(); // a read is a copy
-    const before = cpuArena().memory.buffer.byteLength;
+    const before = cpuArena().memory!.buffer.byteLength;
     const big = cpu.uploadWeight(new Float32Array(4 * 1024 * 1024), [1024, 4096], 'f32'); // 16 MiB: the memory grows
-    expect(cpuArena().memory.buffer.byteLength).toBeGreaterThan(before);
+    expect(cpuArena().memory!.buffer.byteLength).toBeGreaterThan(before);
     expect(Array.from(read(w))).toEqual(Array.from(values));
     const x = cpu.upload(r.floats(2 * 10), [2, 10]);
     expect(bits(dense.matmul(x, w))).toEqual(bits(dense.matmulReference(x, w)));

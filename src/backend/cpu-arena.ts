@@ -17,19 +17,36 @@ interface Block {
   bytes: number;
 }
 
+/**
+ * A shared memory that may grow to 4 GiB, or to less where the address space for that cannot be reserved (a
+ * ulimit -v); none at all where even that fails: then every array is plain and the backend runs its plain loops.
+ */
+function reserveMemory(): { memory?: WebAssembly.Memory; maxPages: number } {
+  for (const maxPages of [MAX_PAGES, MAX_PAGES / 4, MAX_PAGES / 16]) {
+    try {
+      return { memory: new WebAssembly.Memory({ initial: 1, maximum: maxPages, shared: true }), maxPages };
+    } catch {
+      // too much address space asked for: ask for less
+    }
+  }
+  return { maxPages: 0 };
+}
+
 class Arena {
-  readonly memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES, shared: true });
+  private readonly reserved = reserveMemory();
+  /** Undefined when none could be reserved: the arena then holds nothing. */
+  readonly memory = this.reserved.memory;
   private end = 0;
   private free: Block[] = []; // sorted by `at`, never adjacent (merged)
-  private buffers = new WeakSet<ArrayBufferLike>([this.memory.buffer]);
+  private buffers = new WeakSet<ArrayBufferLike>(this.memory ? [this.memory.buffer] : []);
   private scratchBlock: Block | undefined;
   private readonly collected = new FinalizationRegistry<Block>((block) => this.release(block));
   private readonly parents = new WeakMap<Float32Array, Float32Array>();
 
-  /** A new f32 array of `length` values in the arena (holding whatever the block held: the caller fills it), or undefined when 4 GiB would not hold it. */
+  /** A new f32 array of `length` values in the arena (holding whatever the block held: the caller fills it), or undefined when the arena cannot hold it. */
   f32(length: number): Float32Array | undefined {
     const block = this.allocate(length * 4);
-    if (!block) return undefined;
+    if (!block || !this.memory) return undefined;
     const view = new Float32Array(this.memory.buffer, block.at, length);
     this.collected.register(view, block);
     return view;
@@ -59,6 +76,7 @@ class Arena {
   }
 
   private allocate(requested: number): Block | undefined {
+    if (!this.memory) return undefined;
     const bytes = Math.ceil((requested + SLACK_BYTES) / 16) * 16;
     const index = this.free.findIndex((b) => b.bytes >= bytes);
     if (index >= 0) {
@@ -72,8 +90,12 @@ class Arena {
     const missing = at + bytes - this.memory.buffer.byteLength;
     if (missing > 0) {
       const pages = Math.ceil(missing / PAGE_BYTES);
-      if (this.memory.buffer.byteLength / PAGE_BYTES + pages > MAX_PAGES) return undefined;
-      this.memory.grow(pages);
+      if (this.memory.buffer.byteLength / PAGE_BYTES + pages > this.reserved.maxPages) return undefined;
+      try {
+        this.memory.grow(pages);
+      } catch {
+        return undefined; // the system has no memory to commit: the caller keeps a plain array
+      }
       this.buffers.add(this.memory.buffer);
     }
     this.end = at + bytes;

@@ -47,8 +47,8 @@ interface AttentionKernel {
   attention(q: number, heads: number, group: number, hd: number, k: number, v: number, N: number, rowBytes: number, scores: number, out: number, hdPad: number, scale: number): void;
 }
 
-let kernel: AttentionKernel | undefined; // one per thread, on the thread's arena
-const attentionKernel = () => (kernel ??= loadCpuKernel<AttentionKernel>('attention', { memory: cpuArena().memory, exp: Math.exp }));
+let kernel: AttentionKernel | undefined; // one per thread, on the thread's arena (loaded after stage() found it)
+const attentionKernel = () => (kernel ??= loadCpuKernel<AttentionKernel>('attention', { memory: cpuArena().memory!, exp: Math.exp }));
 
 export function attention(q: Tensor, cache: KvCache, layer: number, slots: Tensor, positions: Tensor, heads: number): Tensor {
   const { headDim: hd, kvHeads, maxLen } = cache;

@@ -81,7 +81,7 @@ interface DenseKernel {
 }
 
 let kernel: DenseKernel | undefined; // one per thread, on the thread's arena
-export const denseKernel = () => (kernel ??= loadCpuKernel<DenseKernel>('dense', { memory: cpuArena().memory }));
+export const denseKernel = () => (kernel ??= loadCpuKernel<DenseKernel>('dense', { memory: cpuArena().memory! })); // after stage() found it
 
 export const roundUp = (n: number, multiple: number) => Math.ceil(n / multiple) * multiple;
 
@@ -103,7 +103,7 @@ export const weightBytes = (w: Float32Array) => (cpuArena().addressOf(w) === und
 export function stage(bytes: readonly number[]): Staged | undefined {
   const arena = cpuArena();
   const at = arena.scratch(bytes);
-  if (!at) return undefined;
+  if (!at || !arena.memory) return undefined;
   const buffer = arena.memory.buffer;
   const f32 = (i: number, length: number) => new Float32Array(buffer, at[i], length);
   return {

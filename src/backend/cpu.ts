@@ -25,7 +25,8 @@ export class CpuBackend implements Backend {
 
   constructor(options: { simd?: boolean } = {}) {
     this.simd = options.simd ?? true;
-    this.deviceDescription = this.simd ? 'cpu (TypeScript reference, WebAssembly SIMD products)' : 'cpu (TypeScript reference)';
+    const simd = !this.simd ? '' : cpuArena().memory ? ', WebAssembly SIMD products' : '; no WebAssembly memory for its SIMD kernels';
+    this.deviceDescription = `cpu (TypeScript reference${simd})`;
   }
 
   dispatches(): number {
