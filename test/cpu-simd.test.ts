@@ -1,8 +1,8 @@
-// The CPU backend's WebAssembly SIMD products (cpu-dense.ts, cpu-lora.ts, kernels/cpu/dense.wat) against their
-// plain-loop references, bit for bit, over random shapes (odd sizes, sizes around the kernels' tiles of 4 and 8,
-// f32 and f16-rounded weights, weights in the arena, outside it and as parts of a packed tensor, adapter slots in
-// runs and unused); the references against sums computed here; and a whole model, forward and gradients, equal
-// on the SIMD and the plain backend.
+// The CPU backend's WebAssembly SIMD paths (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts; kernels/cpu/dense.wat,
+// attention.wat) against their plain-loop references, bit for bit, over random shapes (odd sizes, sizes around the
+// kernels' tiles of 4 and 8, f32 and f16-rounded weights, weights in the arena, outside it and as parts of a packed
+// tensor, adapter slots in runs, unused and past the bank) and inputs whose sums cancel; the references against
+// sums computed here; and a whole model, forward and gradients, equal on the SIMD and the plain backend.
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { uploadPacked, type Tensor, type WeightStorage } from '../src/backend/backend.js';
@@ -24,15 +24,11 @@ const cpu = new CpuBackend();
 const read = (t: Tensor) => f32Of(t).slice();
 const plain = new CpuBackend({ simd: false });
 const bits = (t: Tensor | Float32Array) => {
-  const a = t instanceof Float32Array ? t : (t as unknown as { data: Float32Array }).data;
+  const a = t instanceof Float32Array ? t : f32Of(t);
   return Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
 };
 
-/**
- * Seeded draws. `floats` spreads magnitudes over 2^±spread: sums then cancel, so their f64 rounding shows in the f32
- * results and a sum taken in another order (or scaled, or added, differently) changes bits instead of hiding below
- * f32's precision. Weights keep a small spread (f16 rounds them; the spread is the same on both sides anyway).
- */
+/** Seeded draws; `floats` spreads magnitudes over 2^±spread (weights get a small spread: f16 must hold them). */
 function random(name: string) {
   const rng = seedrandom(name);
   return {
@@ -174,9 +170,8 @@ describe('the SIMD products equal their references bit for bit', () => {
       const cancel = trial % 2 === 0;
       const [layers, slots, maxLen, T] = [2, 3, cancel ? r.pick([3, 5, 17]) : r.pick([1, 5, 17]), r.pick([1, 2, 4, 7])];
       const cache = cpu.createKvCache({ layers, slots, maxLen, kvHeads, headDim });
-      const values = (t: Tensor) => (t as unknown as { data: Float32Array }).data;
-      expect(cpuArena().addressOf(values(cache.k))).toBeDefined();
-      const [ks, vs] = [values(cache.k), values(cache.v)];
+      expect(cpuArena().addressOf(f32Of(cache.k))).toBeDefined();
+      const [ks, vs] = [f32Of(cache.k), f32Of(cache.v)];
       ks.set(r.floats(ks.length, cancel ? 0 : 6));
       vs.set(r.floats(vs.length));
       const row = kvHeads * headDim;
