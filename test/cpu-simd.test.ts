@@ -222,6 +222,7 @@ describe('the arena', () => {
     const r = random('arena');
     const values = r.floats(6 * 10);
     const w = cpu.uploadWeight(values, [6, 10], 'f32');
+    expect(cpuArena().addressOf(f32Of(w))).toBeDefined(); // the weight lives in the arena
     expect(cpuArena().addressOf(read(w))).toBeUndefined(); // a read is a copy
     const before = cpuArena().memory!.buffer.byteLength;
     const big = cpu.uploadWeight(new Float32Array(4 * 1024 * 1024), [1024, 4096], 'f32'); // 16 MiB: the memory grows
