@@ -261,7 +261,8 @@ describe('populora run and replay', () => {
 
 describe('the run folder from the command line', () => {
   const longRun = join(dir, 'long-run.yaml');
-  writeFileSync(longRun, 'name: long-run\nseed: 4\nsteps: 10\nbackend: cpu\nmodel: { preset: tiny }\npopulation: { subpopulations: 2, lora: { rank: 2 } }\ntasks: { perTeacher: 1, types: [deduce] }\nmatchmaking: { studentsPerTask: 1 }\nsampling: { answersPerStudent: 2, maxTokens: 16 }\n');
+  // Long enough (40 steps, a few seconds) that the first run is still going when the second command starts.
+  writeFileSync(longRun, 'name: long-run\nseed: 4\nsteps: 40\nbackend: cpu\nmodel: { preset: tiny }\npopulation: { subpopulations: 2, lora: { rank: 2 } }\ntasks: { perTeacher: 1, types: [deduce] }\nmatchmaking: { studentsPerTask: 1 }\nsampling: { answersPerStudent: 2, maxTokens: 16 }\n');
   const summaryOf = (out: string) => JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as { hash: string };
   let finished: string; // an uninterrupted run of long-run.yaml
   beforeAll(() => {
@@ -284,9 +285,9 @@ describe('the run folder from the command line', () => {
     first.kill('SIGINT');
     expect(await exited, stderr).toBe(130);
     expect(stderr).toContain('SIGINT: finishing the step in progress, then saving a checkpoint and stopping');
-    const stop = /stopped on SIGINT after step (\d+) of 10, with a checkpoint there; continue the run with: populora run --resume (.*)$/m.exec(stdout);
+    const stop = /stopped on SIGINT after step (\d+) of 40, with a checkpoint there; continue the run with: populora run --resume (.*)$/m.exec(stdout);
     expect(stop, stdout).not.toBeNull();
-    expect(Number(stop![1])).toBeLessThan(10);
+    expect(Number(stop![1])).toBeLessThan(40);
     expect(stop![2]).toBe(out);
     expect(existsSync(join(out, 'checkpoints', `step-${stop![1]}`, 'manifest.json'))).toBe(true);
 
@@ -302,7 +303,7 @@ describe('the run folder from the command line', () => {
       return to;
     };
     const state = copy('damaged-state');
-    const stateFile = join(state, 'checkpoints', 'step-10', 'state.msgpack');
+    const stateFile = join(state, 'checkpoints', 'step-40', 'state.msgpack');
     writeFileSync(stateFile, readFileSync(stateFile).subarray(0, 500));
     expectOneLine(populora('run', '--resume', state), `populora: ${stateFile} does not match its checksum in manifest.json: the file is damaged. To go on, start the run again (the same scenario gives the same run) with: populora run ${join(state, 'scenario.json')} --out ${state} --overwrite`);
     expectOneLine(populora('report', state), `populora: ${stateFile} does not match its checksum in manifest.json: the file is damaged; populora replay ${state} names every difference in the run folder`);

@@ -6,13 +6,14 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import wabtModule from 'wabt';
 
-/** The WebAssembly binary of one .wat file (128-bit SIMD enabled, no debug names). */
+/** The WebAssembly binary of one .wat file (128-bit SIMD and shared memory enabled, no debug names). */
 export async function compileWat(path) {
   const wabt = await wabtModule();
-  const parsed = wabt.parseWat(path, readFileSync(path, 'utf8'), { simd: true });
+  const features = { simd: true, threads: true };
+  const parsed = wabt.parseWat(path, readFileSync(path, 'utf8'), features);
   try {
     parsed.resolveNames();
-    parsed.validate();
+    parsed.validate(features); // (wabt's types omit validate's features argument; without it, shared memory fails)
     return Buffer.from(parsed.toBinary({ log: false, write_debug_names: false }).buffer);
   } finally {
     parsed.destroy();

@@ -1,5 +1,6 @@
 // The CPU reference of the backward ops (backend.ts, "Backward ops"): the plain chain rule, f64 accumulation,
 // f32 results. The WGSL twins in kernels/ are tested against these, and these against finite differences.
+// matmulBackward and outerProductSum (the dense products) live in cpu-dense.ts, the LoRA products in cpu-lora.ts.
 
 import { assert, numel, type AdamWHyper, type Tensor } from './backend.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
@@ -49,47 +50,6 @@ export function logitsBackward(logits: Tensor, targets: Tensor, logpWeight: Tens
     }
   }
   return tensor(out, [T, V], 'f32');
-}
-
-export function matmulBackward(dy: Tensor, w: Tensor): Tensor {
-  const [T, N] = [rowsOf(dy), colsOf(dy)];
-  const [Nw, K] = w.shape as [number, number];
-  assert(N === Nw, `matmulBackward: dy has ${N} columns but the weight has ${Nw} rows`);
-  const [g, ws] = [f32Of(dy), f32Of(w)];
-  const out = new Float32Array(T * K);
-  const row = new Float64Array(K);
-  for (let t = 0; t < T; t++) {
-    row.fill(0);
-    for (let n = 0; n < N; n++) {
-      const gn = g[t * N + n]!;
-      for (let k = 0; k < K; k++) row[k] = row[k]! + gn * ws[n * K + k]!;
-    }
-    out.set(row, t * K);
-  }
-  return tensor(out, [T, K], 'f32');
-}
-
-export function outerProductSum(u: Tensor, v: Tensor, order: Tensor, offsets: Tensor, scales?: Tensor): Tensor {
-  const [I, J] = [colsOf(u), colsOf(v)];
-  assert(rowsOf(u) === rowsOf(v), `outerProductSum: u has ${rowsOf(u)} rows, v ${rowsOf(v)}`);
-  const [us, vs, rows, bounds] = [f32Of(u), f32Of(v), i32Of(order), i32Of(offsets)];
-  const S = bounds.length - 1;
-  const sc = scales ? f32Of(scales) : undefined;
-  const out = new Float32Array(S * I * J);
-  const acc = new Float64Array(I * J);
-  for (let s = 0; s < S; s++) {
-    acc.fill(0);
-    for (let p = bounds[s]!; p < bounds[s + 1]!; p++) {
-      const r = rows[p]!;
-      for (let i = 0; i < I; i++) {
-        const ui = us[r * I + i]!;
-        for (let j = 0; j < J; j++) acc[i * J + j] = acc[i * J + j]! + ui * vs[r * J + j]!;
-      }
-    }
-    const scale = sc ? sc[s]! : 1;
-    for (let e = 0; e < I * J; e++) out[s * I * J + e] = scale * acc[e]!;
-  }
-  return tensor(out, [S * I, J], 'f32');
 }
 
 function inverseRms(xs: Float32Array, t: number, D: number, eps: number): number {
@@ -225,37 +185,6 @@ export function attentionBackward(dOut: Tensor, q: Tensor, k: Tensor, v: Tensor,
     }
   }
   return [tensor(dq, q.shape, 'f32'), tensor(Float32Array.from(dk), k.shape, 'f32'), tensor(Float32Array.from(dv), v.shape, 'f32')];
-}
-
-export function loraExpandBackward(dy: Tensor, b: Tensor, adapters: Tensor, scales: Tensor, rank: number): Tensor {
-  const [T, N] = [rowsOf(dy), colsOf(dy)];
-  const [g, bs, ids, sc] = [f32Of(dy), f32Of(b), i32Of(adapters), f32Of(scales)];
-  const out = new Float32Array(T * rank);
-  for (let t = 0; t < T; t++) {
-    const slot = ids[t]!;
-    if (slot < 0) continue;
-    for (let j = 0; j < rank; j++) {
-      let sum = 0;
-      for (let n = 0; n < N; n++) sum += g[t * N + n]! * bs[(slot * N + n) * rank + j]!;
-      out[t * rank + j] = sc[slot]! * sum;
-    }
-  }
-  return tensor(out, [T, rank], 'f32');
-}
-
-export function loraShrinkBackwardInPlace(dx: Tensor, dh: Tensor, a: Tensor, adapters: Tensor): void {
-  const [T, K] = [rowsOf(dx), colsOf(dx)];
-  const rank = colsOf(dh);
-  const [out, hs, as, ids] = [f32Of(dx), f32Of(dh), f32Of(a), i32Of(adapters)];
-  for (let t = 0; t < T; t++) {
-    const slot = ids[t]!;
-    if (slot < 0) continue;
-    for (let k = 0; k < K; k++) {
-      let sum = 0;
-      for (let j = 0; j < rank; j++) sum += hs[t * rank + j]! * as[(slot * rank + j) * K + k]!;
-      out[t * K + k] = out[t * K + k]! + sum;
-    }
-  }
 }
 
 export function sumSquaresBySlot(x: Tensor, slotSize: number, first = 0, count = numel(x.shape) / slotSize - first): Tensor {

@@ -1,18 +1,33 @@
 // The CPU reference backend: each op written as the plain maths, in f32 storage with f64 accumulation.
-// It is the oracle the WGSL kernels are tested against, and the fallback when no WebGPU adapter exists.
+// It is the oracle the WGSL kernels are tested against, and the fallback when no WebGPU adapter exists. The hot
+// loops, the dense products, the LoRA products and decode attention (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts),
+// run WebAssembly SIMD kernels equal bit for bit to their plain loops; the weights and KV caches they read live in
+// the CPU arena (cpu-arena.ts).
 
 import { assert, numel, type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage } from './backend.js';
 import { roundToF16 } from './half.js';
 import { sampleRow } from './sampling.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor, type CpuTensor } from './cpu-tensor.js';
+import { cpuArena } from './cpu-arena.js';
+import * as attend from './cpu-attention.js';
 import * as backward from './cpu-backward.js';
+import * as dense from './cpu-dense.js';
+import * as lora from './cpu-lora.js';
 import * as evolution from './cpu-evolution.js';
 
 export class CpuBackend implements Backend {
   readonly name = 'cpu' as const;
-  readonly deviceDescription = 'cpu (TypeScript reference)';
+  readonly deviceDescription: string;
+  /** Whether the hot loops run their WebAssembly SIMD kernels or their plain loops (the reference): the same bits. */
+  private readonly simd: boolean;
   readonly viewAlignment = 4;
   readonly maxBindingBytes = Number.POSITIVE_INFINITY;
+
+  constructor(options: { simd?: boolean } = {}) {
+    this.simd = options.simd ?? true;
+    const simd = !this.simd ? '' : cpuArena().memory ? ', WebAssembly SIMD products' : '; no WebAssembly memory for its SIMD kernels';
+    this.deviceDescription = `cpu (TypeScript reference${simd})`;
+  }
 
   dispatches(): number {
     return 0;
@@ -24,8 +39,12 @@ export class CpuBackend implements Backend {
   uploadI32(data: Int32Array, shape: readonly number[]): Tensor {
     return tensor(data.slice(), shape, 'i32');
   }
+  /** Weights live in the CPU arena, where the SIMD kernels read them in place (a plain array when it is full). */
   uploadWeight(data: Float32Array, shape: readonly [number, number], storage: WeightStorage): Tensor {
-    return tensor(storage === 'f16' ? roundToF16(data) : data.slice(), shape, storage);
+    const values = storage === 'f16' ? roundToF16(data) : data;
+    const home = cpuArena().f32(values.length) ?? new Float32Array(values.length);
+    home.set(values);
+    return tensor(home, shape, storage);
   }
   zeros(shape: readonly number[]): Tensor {
     return tensor(new Float32Array(numel(shape)), shape, 'f32');
@@ -37,7 +56,9 @@ export class CpuBackend implements Backend {
   rowsView(t: Tensor, first: number, rows: number): Tensor {
     const cols = numel(t.shape.slice(1));
     assert(first >= 0 && first + rows <= (t.shape[0] ?? 1), `rowsView: rows ${first}..${first + rows} outside ${t.shape[0]}`);
-    const data = (t as CpuTensor).data.subarray(first * cols, (first + rows) * cols);
+    const whole = (t as CpuTensor).data;
+    const data = whole.subarray(first * cols, (first + rows) * cols);
+    if (whole instanceof Float32Array) cpuArena().keepParent(data as Float32Array, whole);
     return tensor(data, [rows, ...t.shape.slice(1)], t.dtype);
   }
   async readF32(t: Tensor): Promise<Float32Array> {
@@ -49,9 +70,11 @@ export class CpuBackend implements Backend {
   free(): void {}
   destroy(): void {}
 
+  /** The cache lives in the CPU arena, where the attention kernel reads it in place (a plain array when it is full). */
   createKvCache(dims: Omit<KvCache, 'k' | 'v'>): KvCache {
     const shape = [dims.layers, dims.slots, dims.maxLen, dims.kvHeads, dims.headDim];
-    return { ...dims, k: this.zeros(shape), v: this.zeros(shape) };
+    const zeros = () => tensor(cpuArena().f32(numel(shape))?.fill(0) ?? new Float32Array(numel(shape)), shape, 'f32');
+    return { ...dims, k: zeros(), v: zeros() };
   }
 
   embedding(table: Tensor, tokens: Tensor): Tensor {
@@ -81,21 +104,7 @@ export class CpuBackend implements Backend {
   }
 
   matmul(x: Tensor, w: Tensor, bias?: Tensor): Tensor {
-    const [T, K] = [rowsOf(x), colsOf(x)];
-    const [N, Kw] = w.shape as [number, number];
-    assert(K === Kw, `matmul: x has ${K} columns but the weight has ${Kw}`);
-    const xs = f32Of(x);
-    const ws = f32Of(w);
-    const b = bias ? f32Of(bias) : undefined;
-    const out = new Float32Array(T * N);
-    for (let t = 0; t < T; t++) {
-      for (let n = 0; n < N; n++) {
-        let sum = 0;
-        for (let k = 0; k < K; k++) sum += xs[t * K + k]! * ws[n * K + k]!;
-        out[t * N + n] = sum + (b ? b[n]! : 0);
-      }
-    }
-    return tensor(out, [T, N], 'f32');
+    return this.simd ? dense.matmul(x, w, bias) : dense.matmulReference(x, w, bias);
   }
 
   addInPlace(acc: Tensor, x: Tensor): void {
@@ -137,36 +146,7 @@ export class CpuBackend implements Backend {
   }
 
   attention(q: Tensor, cache: KvCache, layer: number, slots: Tensor, positions: Tensor, heads: number): Tensor {
-    const { headDim, kvHeads, maxLen } = cache;
-    const [qs, s, p] = [f32Of(q), i32Of(slots), i32Of(positions)];
-    const [kc, vc] = [f32Of(cache.k), f32Of(cache.v)];
-    const T = s.length;
-    const groupSize = heads / kvHeads;
-    const scale = 1 / Math.sqrt(headDim);
-    const out = new Float32Array(T * heads * headDim);
-    for (let t = 0; t < T; t++) {
-      const slotBase = (layer * cache.slots + s[t]!) * maxLen;
-      for (let h = 0; h < heads; h++) {
-        const kvHead = Math.floor(h / groupSize);
-        const qBase = (t * heads + h) * headDim;
-        const at = (j: number) => ((slotBase + j) * kvHeads + kvHead) * headDim;
-        const scores = new Float64Array(p[t]! + 1);
-        for (let j = 0; j <= p[t]!; j++) {
-          let dot = 0;
-          for (let d = 0; d < headDim; d++) dot += qs[qBase + d]! * kc[at(j) + d]!;
-          scores[j] = dot * scale;
-        }
-        const max = Math.max(...scores);
-        let total = 0;
-        for (let j = 0; j < scores.length; j++) total += (scores[j] = Math.exp(scores[j]! - max));
-        for (let d = 0; d < headDim; d++) {
-          let sum = 0;
-          for (let j = 0; j < scores.length; j++) sum += scores[j]! * vc[at(j) + d]!;
-          out[qBase + d] = sum / total;
-        }
-      }
-    }
-    return tensor(out, [T, heads * headDim], 'f32');
+    return (this.simd ? attend.attention : attend.attentionReference)(q, cache, layer, slots, positions, heads);
   }
 
   swiglu(gate: Tensor, up: Tensor): Tensor {
@@ -188,36 +168,11 @@ export class CpuBackend implements Backend {
   }
 
   loraShrink(x: Tensor, a: Tensor, adapters: Tensor, rank: number): Tensor {
-    const [T, K] = [rowsOf(x), colsOf(x)];
-    const [xs, as, ids] = [f32Of(x), f32Of(a), i32Of(adapters)];
-    const out = new Float32Array(T * rank);
-    for (let t = 0; t < T; t++) {
-      const slot = ids[t]!;
-      if (slot < 0) continue;
-      for (let j = 0; j < rank; j++) {
-        let sum = 0;
-        const row = (slot * rank + j) * K;
-        for (let k = 0; k < K; k++) sum += xs[t * K + k]! * as[row + k]!;
-        out[t * rank + j] = sum;
-      }
-    }
-    return tensor(out, [T, rank], 'f32');
+    return this.simd ? lora.loraShrink(x, a, adapters, rank) : lora.loraShrinkReference(x, a, adapters, rank);
   }
 
   loraExpandInPlace(y: Tensor, h: Tensor, b: Tensor, adapters: Tensor, scales: Tensor): void {
-    const [T, N] = [rowsOf(y), colsOf(y)];
-    const rank = colsOf(h);
-    const [ys, hs, bs, ids, sc] = [f32Of(y), f32Of(h), f32Of(b), i32Of(adapters), f32Of(scales)];
-    for (let t = 0; t < T; t++) {
-      const slot = ids[t]!;
-      if (slot < 0) continue;
-      for (let n = 0; n < N; n++) {
-        let sum = 0;
-        const row = (slot * N + n) * rank;
-        for (let j = 0; j < rank; j++) sum += hs[t * rank + j]! * bs[row + j]!;
-        ys[t * N + n] = ys[t * N + n]! + sc[slot]! * sum;
-      }
-    }
+    (this.simd ? lora.loraExpand : lora.loraExpandReference)(y, h, b, adapters, scales);
   }
 
   sample(logits: Tensor, rows: readonly SampleRow[], mask?: Tensor): Tensor {
@@ -283,15 +238,15 @@ export class CpuBackend implements Backend {
   // Backward ops: the maths lives in cpu-backward.ts.
   logProbs = backward.logProbs;
   logitsBackward = backward.logitsBackward;
-  matmulBackward = backward.matmulBackward;
-  outerProductSum = backward.outerProductSum;
+  matmulBackward: Backend['matmulBackward'] = (dy, w) => (this.simd ? dense.matmulBackward : dense.matmulBackwardReference)(dy, w);
+  outerProductSum: Backend['outerProductSum'] = (u, v, order, offsets, scales) => (this.simd ? dense.outerProductSum : dense.outerProductSumReference)(u, v, order, offsets, scales);
   rmsNormBackward = backward.rmsNormBackward;
   rmsNormWeightGrad = backward.rmsNormWeightGrad;
   swigluBackward = backward.swigluBackward;
   attentionPacked = backward.attentionPacked;
   attentionBackward = backward.attentionBackward;
-  loraExpandBackward = backward.loraExpandBackward;
-  loraShrinkBackwardInPlace = backward.loraShrinkBackwardInPlace;
+  loraExpandBackward: Backend['loraExpandBackward'] = (dy, b, adapters, scales, rank) => (this.simd ? lora.loraExpandBackward : lora.loraExpandBackwardReference)(dy, b, adapters, scales, rank);
+  loraShrinkBackwardInPlace: Backend['loraShrinkBackwardInPlace'] = (dx, dh, a, adapters) => (this.simd ? lora.loraShrinkBackward : lora.loraShrinkBackwardReference)(dx, dh, a, adapters);
   sumSquaresBySlot = backward.sumSquaresBySlot;
   adamwInPlace = backward.adamwInPlace;
 

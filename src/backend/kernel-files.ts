@@ -33,11 +33,12 @@ export function kernelSource(name: string): { code: string; origin(line: number)
   return { code: lines.join('\n'), origin: (line) => origins[line - 1] ?? `kernels/${name}.wgsl` };
 }
 
-/** An instance of kernels/cpu/<name>.wasm (each thread makes its own). */
-export function loadCpuKernel<T>(name: string): T & { memory: WebAssembly.Memory } {
+/** An instance of kernels/cpu/<name>.wasm (each thread makes its own), on its own memory or on the one `env` gives it (with any other imports). */
+export function loadCpuKernel<T>(name: string, env?: { memory: WebAssembly.Memory } & Record<string, WebAssembly.ImportValue>): T & { memory: WebAssembly.Memory } {
   const file = join(kernelsDirectory(), 'cpu', `${name}.wasm`);
   try {
-    return new WebAssembly.Instance(new WebAssembly.Module(readFileSync(file))).exports as unknown as T & { memory: WebAssembly.Memory };
+    const instance = new WebAssembly.Instance(new WebAssembly.Module(readFileSync(file)), env ? { env } : {});
+    return (env ? { ...instance.exports, memory: env.memory } : instance.exports) as unknown as T & { memory: WebAssembly.Memory };
   } catch (error) {
     const why = error instanceof Error ? error.message : String(error);
     throw new Error(`populora: cannot load the CPU kernel ${file}: ${why} (it needs WebAssembly with 128-bit SIMD: Node 20 or later on x64 with SSE4.1, or on arm64; after editing its .wat, run npm run build:wasm)`);

@@ -1,0 +1,181 @@
+// The CPU backend's dense products, most of a forward pass's and a training step's time:
+//   matmul:           out[t, n] = f32(Σ_k x[t, k]·w[n, k] + bias[n])     x̂·Wᵀ   x [T, K], w [N, K] -> [T, N]
+//   matmulBackward:   out[t, k] = f32(Σ_n dy[t, n]·w[n, k])              dy·W   dy [T, N], w [N, K] -> [T, K]
+//   outerProductSum:  out[s·I + i, j] = f32(scale_s·Σ_p u[r_p, i]·v[r_p, j])   weight gradients (backend.ts)
+// f32 values, f64 sums from +0 in the reference's order. The *Reference functions are the plain loops; the others
+// run kernels/cpu/dense.wasm (SIMD, one output per f64 lane, the same sums in the same order: equal bit for bit).
+// The kernel reads weights in place when they live in the CPU arena (uploadWeight puts them there); activations,
+// and weights that live elsewhere, are copied into its scratch. The helpers below (stage, padRows, ...) serve
+// cpu-lora.ts too.
+
+import { assert, type Tensor } from './backend.js';
+import { cpuArena } from './cpu-arena.js';
+import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
+import { loadCpuKernel } from './kernel-files.js';
+
+/** x [T, K] against w [N, K] (matmul), or dy [T, N] against w [N, K] (matmulBackward). */
+function shapes(what: 'matmul' | 'matmulBackward', a: Tensor, w: Tensor): { T: number; N: number; K: number } {
+  const [T, inner] = [rowsOf(a), colsOf(a)];
+  const [N, K] = w.shape as [number, number];
+  if (what === 'matmul') assert(inner === K, `matmul: x has ${inner} columns but the weight has ${K}`);
+  else assert(inner === N, `matmulBackward: dy has ${inner} columns but the weight has ${N} rows`);
+  return { T, N, K };
+}
+
+export function matmulReference(x: Tensor, w: Tensor, bias?: Tensor): Tensor {
+  const { T, N, K } = shapes('matmul', x, w);
+  const [xs, ws, b] = [f32Of(x), f32Of(w), bias ? f32Of(bias) : undefined];
+  const out = new Float32Array(T * N);
+  for (let t = 0; t < T; t++) {
+    for (let n = 0; n < N; n++) {
+      let sum = 0;
+      for (let k = 0; k < K; k++) sum += xs[t * K + k]! * ws[n * K + k]!;
+      out[t * N + n] = sum + (b ? b[n]! : 0);
+    }
+  }
+  return tensor(out, [T, N], 'f32');
+}
+
+export function matmulBackwardReference(dy: Tensor, w: Tensor): Tensor {
+  const { T, N, K } = shapes('matmulBackward', dy, w);
+  const [g, ws] = [f32Of(dy), f32Of(w)];
+  const out = new Float32Array(T * K);
+  const row = new Float64Array(K);
+  for (let t = 0; t < T; t++) {
+    row.fill(0);
+    for (let n = 0; n < N; n++) {
+      const gn = g[t * N + n]!;
+      for (let k = 0; k < K; k++) row[k] = row[k]! + gn * ws[n * K + k]!;
+    }
+    out.set(row, t * K);
+  }
+  return tensor(out, [T, K], 'f32');
+}
+
+export function outerProductSumReference(u: Tensor, v: Tensor, order: Tensor, offsets: Tensor, scales?: Tensor): Tensor {
+  const [I, J] = [colsOf(u), colsOf(v)];
+  assert(rowsOf(u) === rowsOf(v), `outerProductSum: u has ${rowsOf(u)} rows, v ${rowsOf(v)}`);
+  const [us, vs, rows, bounds] = [f32Of(u), f32Of(v), i32Of(order), i32Of(offsets)];
+  const S = bounds.length - 1;
+  const sc = scales ? f32Of(scales) : undefined;
+  const out = new Float32Array(S * I * J);
+  const acc = new Float64Array(I * J);
+  for (let s = 0; s < S; s++) {
+    acc.fill(0);
+    for (let p = bounds[s]!; p < bounds[s + 1]!; p++) {
+      const r = rows[p]!;
+      for (let i = 0; i < I; i++) {
+        const ui = us[r * I + i]!;
+        for (let j = 0; j < J; j++) acc[i * J + j] = acc[i * J + j]! + ui * vs[r * J + j]!;
+      }
+    }
+    const scale = sc ? sc[s]! : 1;
+    for (let e = 0; e < I * J; e++) out[s * I * J + e] = scale * acc[e]!;
+  }
+  return tensor(out, [S * I, J], 'f32');
+}
+
+interface DenseKernel {
+  matmul(x: number, T: number, K: number, w: number, N: number, bias: number, out: number, accumulate: number, scale: number): void;
+  matmulBackward(g: number, T: number, N: number, w: number, K: number, out: number, accumulate: number, scale: number): void;
+}
+
+let kernel: DenseKernel | undefined; // one per thread, on the thread's arena
+export const denseKernel = () => (kernel ??= loadCpuKernel<DenseKernel>('dense', { memory: cpuArena().memory! })); // after stage() found it
+
+export const roundUp = (n: number, multiple: number) => Math.ceil(n / multiple) * multiple;
+
+/** Scratch regions in the arena for one call of the kernel (addresses `at`), valid until the next call. */
+export interface Staged {
+  at: number[];
+  /** Region i as `length` f32 values. */
+  f32(i: number, length: number): Float32Array;
+  f64(i: number, length: number): Float64Array;
+  /** Region i holds `values` as f64 (the kernels read activations in f64). */
+  putF64(i: number, values: Float32Array): void;
+  /** Where the kernel reads weight w: in place in the arena, else copied into region i (sized by weightBytes). */
+  weight(i: number, w: Float32Array): number;
+}
+
+export const weightBytes = (w: Float32Array) => (cpuArena().addressOf(w) === undefined ? w.length * 4 : 0);
+
+/** Undefined when the arena cannot hold the regions: the caller runs its reference instead. */
+export function stage(bytes: readonly number[]): Staged | undefined {
+  const arena = cpuArena();
+  const at = arena.scratch(bytes);
+  if (!at || !arena.memory) return undefined;
+  const buffer = arena.memory.buffer;
+  const f32 = (i: number, length: number) => new Float32Array(buffer, at[i], length);
+  return {
+    at,
+    f32,
+    f64: (i, length) => new Float64Array(buffer, at[i], length),
+    putF64: (i, values) => new Float64Array(buffer, at[i], values.length).set(values),
+    weight: (i, w) => arena.addressOf(w) ?? (f32(i, w.length).set(w), at[i]!),
+  };
+}
+
+/** Rows [T, width] into rows [T, padded] (the padding left as it is). */
+export function padRows(out: Float32Array, rows: Float32Array, T: number, width: number, padded: number): void {
+  if (padded === width) return out.set(rows);
+  for (let t = 0; t < T; t++) out.set(rows.subarray(t * width, (t + 1) * width), t * padded);
+}
+
+/** Rows [T, padded] into `out` [T, width] (a new array by default). */
+export function unpadRows(rows: Float32Array, T: number, width: number, padded: number, out: Float32Array = new Float32Array(T * width)): Float32Array {
+  if (padded === width) out.set(rows);
+  else for (let t = 0; t < T; t++) out.set(rows.subarray(t * padded, t * padded + width), t * width);
+  return out;
+}
+
+export function matmul(x: Tensor, w: Tensor, bias?: Tensor): Tensor {
+  const { T, N, K } = shapes('matmul', x, w);
+  const [xs, ws] = [f32Of(x), f32Of(w)];
+  const nPad = roundUp(N, 8);
+  const s = stage([T * K * 8, weightBytes(ws), nPad * 4, T * nPad * 4]);
+  if (!s) return matmulReference(x, w, bias);
+  s.putF64(0, xs);
+  const b = s.f32(2, nPad).fill(0);
+  if (bias) b.set(f32Of(bias).subarray(0, N));
+  denseKernel().matmul(s.at[0]!, T, K, s.weight(1, ws), N, s.at[2]!, s.at[3]!, 0, 1);
+  return tensor(unpadRows(s.f32(3, T * nPad), T, N, nPad), [T, N], 'f32');
+}
+
+export function matmulBackward(dy: Tensor, w: Tensor): Tensor {
+  const { T, N, K } = shapes('matmulBackward', dy, w);
+  const [g, ws] = [f32Of(dy), f32Of(w)];
+  const kPad = roundUp(K, 8);
+  const s = stage([T * N * 8, weightBytes(ws), T * kPad * 4]);
+  if (!s) return matmulBackwardReference(dy, w);
+  s.putF64(0, g);
+  denseKernel().matmulBackward(s.at[0]!, T, N, s.weight(1, ws), K, s.at[2]!, 0, 1);
+  return tensor(unpadRows(s.f32(2, T * kPad), T, K, kPad), [T, K], 'f32');
+}
+
+export function outerProductSum(u: Tensor, v: Tensor, order: Tensor, offsets: Tensor, scales?: Tensor): Tensor {
+  const [I, J] = [colsOf(u), colsOf(v)];
+  assert(rowsOf(u) === rowsOf(v), `outerProductSum: u has ${rowsOf(u)} rows, v ${rowsOf(v)}`);
+  const [us, vs, rows, bounds] = [f32Of(u), f32Of(v), i32Of(order), i32Of(offsets)];
+  const S = bounds.length - 1;
+  const sc = scales ? f32Of(scales) : undefined;
+  const jPad = roundUp(J, 8);
+  let P = 0;
+  for (let seg = 0; seg < S; seg++) P = Math.max(P, bounds[seg + 1]! - bounds[seg]!);
+  const s = stage([I * P * 8, P * J * 4, I * jPad * 4]);
+  if (!s) return outerProductSumReference(u, v, order, offsets, scales);
+  const out = new Float32Array(S * I * J);
+  for (let seg = 0; seg < S; seg++) {
+    // As matmulBackward: g = the segment's rows of u, transposed [I, count]; w = its rows of v [count, J].
+    const [first, count] = [bounds[seg]!, bounds[seg + 1]! - bounds[seg]!];
+    const [uT, vRows] = [s.f64(0, I * count), s.f32(1, count * J)];
+    for (let p = 0; p < count; p++) {
+      const r = rows[first + p]!;
+      assert(r >= 0 && r < rowsOf(u), `outerProductSum: row ${r} outside [0, ${rowsOf(u)})`);
+      for (let i = 0; i < I; i++) uT[i * count + p] = us[r * I + i]!;
+      vRows.set(vs.subarray(r * J, (r + 1) * J), p * J);
+    }
+    denseKernel().matmulBackward(s.at[0]!, I, count, s.at[1]!, J, s.at[2]!, 0, sc ? sc[seg]! : 1);
+    unpadRows(s.f32(2, I * jPad), I, J, jPad, out.subarray(seg * I * J, (seg + 1) * I * J));
+  }
+  return tensor(out, [S * I, J], 'f32');
+}

@@ -1,0 +1,158 @@
+// The LoRA products of the CPU backend, per token through its adapter's slot (a negative slot: no adapter):
+//   shrink:          h[t, j] = Σ_k x[t, k]·A[slot·R + j, k]                 x [T, K], A [S·R, K] -> h [T, R]
+//   expand:          y[t, n] += scale_slot·Σ_j h[t, j]·B[slot·N + n, j]     B [S·N, R], onto y [T, N]
+//   expandBackward:  dh[t, j] = scale_slot·Σ_n dy[t, n]·B[slot·N + n, j]
+//   shrinkBackward:  dx[t, k] += Σ_j dh[t, j]·A[slot·R + j, k]
+// f64 sums from +0 in the reference's order, f32 results. The *Reference functions are the plain loops; the
+// others run kernels/cpu/dense.wasm once per run of consecutive tokens with the same slot (matmul for the first
+// two, matmulBackward for the others), equal bit for bit. The banks live in the CPU arena (uploadPacked puts them
+// there through uploadWeight) and are read in place.
+
+import type { Tensor } from './backend.js';
+import { denseKernel, padRows, roundUp, stage, unpadRows, weightBytes } from './cpu-dense.js';
+import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
+
+export function loraShrinkReference(x: Tensor, a: Tensor, adapters: Tensor, rank: number): Tensor {
+  const [T, K] = [rowsOf(x), colsOf(x)];
+  const [xs, as, ids] = [f32Of(x), f32Of(a), i32Of(adapters)];
+  const out = new Float32Array(T * rank);
+  for (let t = 0; t < T; t++) {
+    const slot = ids[t]!;
+    if (slot < 0) continue;
+    for (let j = 0; j < rank; j++) {
+      let sum = 0;
+      const row = (slot * rank + j) * K;
+      for (let k = 0; k < K; k++) sum += xs[t * K + k]! * as[row + k]!;
+      out[t * rank + j] = sum;
+    }
+  }
+  return tensor(out, [T, rank], 'f32');
+}
+
+export function loraExpandReference(y: Tensor, h: Tensor, b: Tensor, adapters: Tensor, scales: Tensor): void {
+  const [T, N] = [rowsOf(y), colsOf(y)];
+  const rank = colsOf(h);
+  const [ys, hs, bs, ids, sc] = [f32Of(y), f32Of(h), f32Of(b), i32Of(adapters), f32Of(scales)];
+  for (let t = 0; t < T; t++) {
+    const slot = ids[t]!;
+    if (slot < 0) continue;
+    for (let n = 0; n < N; n++) {
+      let sum = 0;
+      const row = (slot * N + n) * rank;
+      for (let j = 0; j < rank; j++) sum += hs[t * rank + j]! * bs[row + j]!;
+      ys[t * N + n] = ys[t * N + n]! + sc[slot]! * sum;
+    }
+  }
+}
+
+export function loraExpandBackwardReference(dy: Tensor, b: Tensor, adapters: Tensor, scales: Tensor, rank: number): Tensor {
+  const [T, N] = [rowsOf(dy), colsOf(dy)];
+  const [g, bs, ids, sc] = [f32Of(dy), f32Of(b), i32Of(adapters), f32Of(scales)];
+  const out = new Float32Array(T * rank);
+  for (let t = 0; t < T; t++) {
+    const slot = ids[t]!;
+    if (slot < 0) continue;
+    for (let j = 0; j < rank; j++) {
+      let sum = 0;
+      for (let n = 0; n < N; n++) sum += g[t * N + n]! * bs[(slot * N + n) * rank + j]!;
+      out[t * rank + j] = sc[slot]! * sum;
+    }
+  }
+  return tensor(out, [T, rank], 'f32');
+}
+
+export function loraShrinkBackwardReference(dx: Tensor, dh: Tensor, a: Tensor, adapters: Tensor): void {
+  const [T, K] = [rowsOf(dx), colsOf(dx)];
+  const rank = colsOf(dh);
+  const [out, hs, as, ids] = [f32Of(dx), f32Of(dh), f32Of(a), i32Of(adapters)];
+  for (let t = 0; t < T; t++) {
+    const slot = ids[t]!;
+    if (slot < 0) continue;
+    for (let k = 0; k < K; k++) {
+      let sum = 0;
+      for (let j = 0; j < rank; j++) sum += hs[t * rank + j]! * as[(slot * rank + j) * K + k]!;
+      out[t * K + k] = out[t * K + k]! + sum;
+    }
+  }
+}
+
+
+/**
+ * Runs of consecutive tokens with the same adapter slot (slots < 0 left out); undefined when a slot lies past the
+ * bank's `slots`: the reference then runs (it reads such a slot's rows as NaN; the WGSL kernels skip the row).
+ */
+function runsOf(adapters: Tensor, slots: number): { slot: number; first: number; count: number }[] | undefined {
+  const ids = i32Of(adapters);
+  const runs: { slot: number; first: number; count: number }[] = [];
+  for (let t = 0; t < ids.length; t++) {
+    const slot = ids[t]!;
+    if (slot < 0) continue;
+    if (slot >= slots) return undefined;
+    const last = runs[runs.length - 1];
+    if (last && last.slot === slot && last.first + last.count === t) last.count++;
+    else runs.push({ slot, first: t, count: 1 });
+  }
+  return runs;
+}
+
+export function loraShrink(x: Tensor, a: Tensor, adapters: Tensor, rank: number): Tensor {
+  const [T, K] = [rowsOf(x), colsOf(x)];
+  const [xs, as] = [f32Of(x), f32Of(a)];
+  const runs = runsOf(adapters, rowsOf(a) / rank);
+  const rPad = roundUp(rank, 8);
+  const s = runs && stage([T * K * 8, weightBytes(as), rPad * 4, T * rPad * 4]);
+  if (!runs || !s) return loraShrinkReference(x, a, adapters, rank);
+  s.putF64(0, xs);
+  s.f32(2, rPad).fill(0);
+  s.f32(3, T * rPad).fill(0);
+  const aAt = s.weight(1, as);
+  for (const { slot, first, count } of runs) denseKernel().matmul(s.at[0]! + first * K * 8, count, K, aAt + slot * rank * K * 4, rank, s.at[2]!, s.at[3]! + first * rPad * 4, 0, 1);
+  return tensor(unpadRows(s.f32(3, T * rPad), T, rank, rPad), [T, rank], 'f32');
+}
+
+export function loraExpand(y: Tensor, h: Tensor, b: Tensor, adapters: Tensor, scales: Tensor): void {
+  const [T, N] = [rowsOf(y), colsOf(y)];
+  const rank = colsOf(h);
+  const [ys, hs, bs, sc] = [f32Of(y), f32Of(h), f32Of(b), f32Of(scales)];
+  const runs = runsOf(adapters, rowsOf(b) / N);
+  const nPad = roundUp(N, 8);
+  const s = runs && stage([T * rank * 8, weightBytes(bs), nPad * 4, T * nPad * 4]);
+  if (!runs || !s) return loraExpandReference(y, h, b, adapters, scales);
+  s.putF64(0, hs);
+  s.f32(2, nPad).fill(0);
+  const out = s.f32(3, T * nPad);
+  padRows(out, ys, T, N, nPad);
+  const bAt = s.weight(1, bs);
+  for (const { slot, first, count } of runs) denseKernel().matmul(s.at[0]! + first * rank * 8, count, rank, bAt + slot * N * rank * 4, N, s.at[2]!, s.at[3]! + first * nPad * 4, 1, sc[slot]!);
+  unpadRows(out, T, N, nPad, ys);
+}
+
+export function loraExpandBackward(dy: Tensor, b: Tensor, adapters: Tensor, scales: Tensor, rank: number): Tensor {
+  const [T, N] = [rowsOf(dy), colsOf(dy)];
+  const [g, bs, sc] = [f32Of(dy), f32Of(b), f32Of(scales)];
+  const runs = runsOf(adapters, rowsOf(b) / N);
+  const rPad = roundUp(rank, 8);
+  const s = runs && stage([T * N * 8, weightBytes(bs), T * rPad * 4]);
+  if (!runs || !s) return loraExpandBackwardReference(dy, b, adapters, scales, rank);
+  s.putF64(0, g);
+  s.f32(2, T * rPad).fill(0);
+  const bAt = s.weight(1, bs);
+  for (const { slot, first, count } of runs) denseKernel().matmulBackward(s.at[0]! + first * N * 8, count, N, bAt + slot * N * rank * 4, rank, s.at[2]! + first * rPad * 4, 0, sc[slot]!);
+  return tensor(unpadRows(s.f32(2, T * rPad), T, rank, rPad), [T, rank], 'f32');
+}
+
+export function loraShrinkBackward(dx: Tensor, dh: Tensor, a: Tensor, adapters: Tensor): void {
+  const [T, K] = [rowsOf(dx), colsOf(dx)];
+  const rank = colsOf(dh);
+  const [dxs, hs, as] = [f32Of(dx), f32Of(dh), f32Of(a)];
+  const runs = runsOf(adapters, rowsOf(a) / rank);
+  const kPad = roundUp(K, 8);
+  const s = runs && stage([T * rank * 8, weightBytes(as), T * kPad * 4]);
+  if (!runs || !s) return loraShrinkBackwardReference(dx, dh, a, adapters);
+  s.putF64(0, hs);
+  const out = s.f32(2, T * kPad);
+  padRows(out, dxs, T, K, kPad);
+  const aAt = s.weight(1, as);
+  for (const { slot, first, count } of runs) denseKernel().matmulBackward(s.at[0]! + first * rank * 8, count, rank, aAt + slot * rank * K * 4, K, s.at[2]! + first * kPad * 4, 1, 1);
+  unpadRows(out, T, K, kPad, dxs);
+}
