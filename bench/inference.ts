@@ -130,8 +130,10 @@ async function main() {
     const bank = new LoraBank(backend, config, maxAdapters, rank, LORA_MODULES);
     for (let slot = 0; slot < maxAdapters; slot++) bank.load(slot, randomAdapter(config, { rank, targets: [...LORA_MODULES], seed: slot, init: 'gaussian' }));
     const rows: Row[] = [];
+    const withBase = new Set<number>(); // batches whose base-only row is measured (each LoRA row is compared with it)
     for (const [batch, adapters] of SHAPES) {
-      for (const n of adapters === 1 ? [0, 1] : [adapters]) {
+      for (const n of withBase.has(batch) ? [adapters] : [0, adapters]) {
+        withBase.add(batch);
         const r = await measure(model, n === 0 ? undefined : bank, batch, n, promptLen, steps);
         const gbs = decodeBytes(config, storage, n, rank, batch, promptLen + 1 + steps / 2) / (r.decodeMsPerStep / 1000) / 1e9;
         rows.push({ ...r, decodeGBPerS: gbs });
