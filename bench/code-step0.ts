@@ -53,7 +53,7 @@ const modelMb = statSync(join(args.model!, 'model.safetensors')).size / 2 ** 20;
 /** Reasons counted by their head (up to the first colon: "format", "runtime error", …). */
 function countReasons(refusals: ReadonlyArray<string | null>): Record<string, number> {
   const counts: Record<string, number> = {};
-  for (const reason of refusals) if (reason !== null) counts[reason.split(':')[0]!] = (counts[reason.split(':')[0]!] ?? 0) + 1;
+  for (const head of refusals.flatMap((reason) => (reason === null ? [] : [reason.split(':')[0]!]))) counts[head] = (counts[head] ?? 0) + 1;
   return counts;
 }
 

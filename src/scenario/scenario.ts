@@ -16,6 +16,7 @@ import { ModelFormatError } from '../model/errors.js';
 import { LORA_MODULES, loraModuleShape } from '../model/peft.js';
 import { MATCH_POLICIES, MATCH_POLICY_NAMES, matchPolicy, type MatchPolicyName } from '../matchmaking/index.js';
 import { characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
+import { int } from './fields.js';
 
 export const MATCHMAKING_POLICIES = MATCH_POLICY_NAMES; // src/matchmaking/index.ts: the policies name themselves
 
@@ -27,8 +28,6 @@ export const MATCHMAKING_POLICIES = MATCH_POLICY_NAMES; // src/matchmaking/index
 export const LIMITS = { groupSize: 256, members: 1024, perTeacher: 1024, answersPerStudent: 1024, references: 64, sequencesPerStep: 65_536, rank: 1024, threads: 64, fitnessWindow: 10_000, steps: 10_000_000, fuel: 1_000_000_000, guardMs: 3_600_000, heldOutTasks: 100_000 } as const;
 
 const THREADS_EXPECTED = `expected a whole number from 1 to ${LIMITS.threads}, or auto`;
-const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` }).max(max, { error: `expected an integer from ${min} to ${max}` });
 const positive = z.number({ error: 'expected a number' }).positive({ error: 'expected a positive number' });
 const probability = z.number({ error: 'expected a number' }).min(0, { error: 'expected a number in [0, 1]' }).max(1, { error: 'expected a number in [0, 1]' });
 

@@ -54,7 +54,7 @@ export interface SweepResult {
   stopped: boolean;
 }
 
-const now = () => performance.now() / 1000;
+const now = () => performance.now() / 1000; // wall-clock-ok: the sweep's ETA and its runs' wall seconds in sweep.json, never a run's data
 
 /** Starts or resumes a sweep in `options.out` and runs it to the end (or until stopped). */
 export async function runSweep(plan: SweepPlan, options: SweepOptions): Promise<SweepResult> {

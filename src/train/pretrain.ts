@@ -5,6 +5,7 @@
 // are drawn first and never appear in the training text; their scores are the model's (its model card records them).
 
 import { z } from 'zod';
+import { int } from '../scenario/fields.js';
 import type { Backend } from '../backend/backend.js';
 import { domainNamed, domains } from '../domains/index.js';
 import type { DomainPretraining, PretrainSettings, Scores } from '../domains/pretraining.js';
@@ -17,8 +18,6 @@ import { parseYamlWith } from '../scenario/scenario.js';
 import { AdamW } from './adamw.js';
 import { LlamaTrainer } from './llama-backward.js';
 import { crossEntropyStep } from './steps.js';
-
-const int = (min: number) => z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` });
 
 const common = {
   name: z.string({ error: 'expected a name' }),

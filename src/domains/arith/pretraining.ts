@@ -3,6 +3,7 @@
 // first, from their own stream (held-out.ts draws the same set for runs' evaluation), and never trained on.
 
 import { z } from 'zod';
+import { int } from '../../scenario/fields.js';
 import { generate } from '../../model/generate.js';
 import type { LlamaModel } from '../../model/llama.js';
 import { ARITH_ALPHABET, characterTokenizer, type TextTokenizer } from '../../model/tokenizer.js';
@@ -10,8 +11,6 @@ import type { DomainPretraining, ModelCardFacts, PretrainSettings } from '../pre
 import { corpusExample, randomTask } from './corpus.js';
 import { tokenMask, tokenTexts } from './grammar.js';
 import { answerFormat, checkAnswer, solvePrompt, type ArithTask } from './tasks.js';
-
-const int = (min: number) => z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` });
 
 export const arithCorpusSchema = z.strictObject({ maxDepth: int(1).default(2), inputAbs: int(1).default(9) });
 export const arithEvalSchema = z.strictObject({ tasks: int(1).default(200) });

@@ -9,11 +9,10 @@
 // folder is mounted, and the calls that could mount one or fetch packages are removed from the Pyodide API object
 // (sandbox.py also removes the FFI modules from Python's reach before the snapshot).
 
-import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, sep } from 'node:path';
 import { loadPyodide, type PyodideAPI } from 'pyodide';
+import { readPackageFile } from './package-files.js';
 
 /** Steps (LINE and JUMP events of the program's own code) one program may take on all its inputs together. */
 export const DEFAULT_FUEL = 100_000;
@@ -87,13 +86,7 @@ export class SandboxCrash extends Error {}
 const SANDBOX_FILE = 'sandbox.py';
 
 /** sandbox.py sits beside this file's source (src/domains/python), also when this runs from dist/. */
-function sandboxSource(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  for (const dir of [here, here.replace(/\/dist\/src\//, '/src/')]) {
-    if (existsSync(join(dir, SANDBOX_FILE))) return readFileSync(join(dir, SANDBOX_FILE), 'utf8');
-  }
-  throw new Error(`${SANDBOX_FILE} is missing beside ${here} (the package is incomplete)`);
-}
+const sandboxSource = (): string => readPackageFile(SANDBOX_FILE);
 
 type PyCallable = ((...args: unknown[]) => string) & { destroy(): void };
 

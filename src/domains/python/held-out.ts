@@ -3,21 +3,12 @@
 // that were never in its training text. A run draws `count` of the 400 by a seeded sample of the evaluation's seed
 // alone, kept in the file's order (code_o and code_i alternate), so runs compared with each other share their tasks.
 
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Streams } from '../../runtime/streams.js';
+import { readPackageFile } from './package-files.js';
 import type { CodeTask } from './tasks.js';
 
-const FILE = 'held-out-tasks.json';
-
-/** The whole set; the file sits beside this file's source, also when run from dist/. */
-function allTasks(): CodeTask[] {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const path = [here, here.replace(/\/dist\/src\//, '/src/')].map((d) => join(d, FILE)).find(existsSync);
-  if (!path) throw new Error(`${FILE} is missing beside ${here} (the package is incomplete)`);
-  return (JSON.parse(readFileSync(path, 'utf8')) as { tasks: CodeTask[] }).tasks;
-}
+/** The whole set (held-out-tasks.json beside this file's source). */
+const allTasks = (): CodeTask[] => (JSON.parse(readPackageFile('held-out-tasks.json')) as { tasks: CodeTask[] }).tasks;
 
 let cached: CodeTask[] | null = null;
 

@@ -4,6 +4,7 @@
 // as a fresh teacher's: seed tasks as references) that the verifier validates.
 
 import { z } from 'zod';
+import { int } from '../../scenario/fields.js';
 import { generate, type GenerationRequest } from '../../model/generate.js';
 import type { LlamaModel } from '../../model/llama.js';
 import { characterTokenizer, type TextTokenizer } from '../../model/tokenizer.js';
@@ -13,8 +14,6 @@ import { TrainingPrograms, buildPool, corpusExample, poolTask, type PoolProgram 
 import { proposalPrompt, solvePrompt } from './prompts.js';
 import { CODE_TASK_TYPES, PYTHON_ALPHABET, SEED_TASKS, type CodeTask } from './tasks.js';
 import { PythonVerifierPool } from './verifier-pool.js';
-
-const int = (min: number) => z.number({ error: 'expected a number' }).int({ error: 'expected an integer' }).min(min, { error: `expected an integer >= ${min}` });
 
 const corpusSchema = z.strictObject({
   programs: int(2).default(6000), // distinct validated programs in the pool, held-out ones included

@@ -4,12 +4,10 @@
 // real models. A scenario may replace any template (src/domains/prompts.ts). The slots each template may name are
 // below; those a template must name are the ones without which its prompt cannot be answered.
 
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import type { PromptCatalog, PromptSet, TemplateSpec } from '../domain.js';
 import { fill, finishPrompt, slotsOf } from '../prompts.js';
+import { readPackageFile } from './package-files.js';
 import { CODE_TASK_TYPES, FUNCTION_PAIRS, shownPairs, type CodeTask, type CodeTaskType } from './tasks.js';
 
 const fence = (tag: string, body: string) => `\`\`\`${tag}\n${body}\n\`\`\``;
@@ -32,10 +30,7 @@ const TEMPLATES: Record<string, TemplateSpec> = {
 
 /** A style file's templates by catalog name ("code_o.solve"); prompts/ sits beside this file's source, also from dist/. */
 function loadStyle(name: string): Record<string, string> {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const dir = [here, here.replace(/\/dist\/src\//, '/src/')].map((d) => join(d, 'prompts')).find((d) => existsSync(join(d, `${name}.yaml`)));
-  if (!dir) throw new Error(`prompts/${name}.yaml is missing beside ${here} (the package is incomplete)`);
-  const mapping = parse(readFileSync(join(dir, `${name}.yaml`), 'utf8')) as Record<string, string | Record<string, string>>;
+  const mapping = parse(readPackageFile(`prompts/${name}.yaml`)) as Record<string, string | Record<string, string>>;
   return Object.fromEntries(Object.entries(mapping).flatMap(([key, value]) => (typeof value === 'string' ? [[key, value]] : Object.entries(value).map(([inner, text]) => [`${key}.${inner}`, text]))));
 }
 
