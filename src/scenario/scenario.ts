@@ -25,7 +25,7 @@ export const MATCHMAKING_POLICIES = MATCH_POLICY_NAMES; // src/matchmaking/index
  * or a climb through the machine's memory. `checkScenarioLimits` then holds the counts against the model and the
  * machine: students that exist, the model's context and dimensions, the memory a step needs.
  */
-export const LIMITS = { groupSize: 256, members: 1024, perTeacher: 1024, answersPerStudent: 1024, references: 64, sequencesPerStep: 65_536, rank: 1024, threads: 64, fitnessWindow: 10_000, steps: 10_000_000, fuel: 1_000_000_000, guardMs: 3_600_000, heldOutTasks: 100_000 } as const;
+export const LIMITS = { groupSize: 256, members: 1024, perTeacher: 1024, answersPerStudent: 1024, references: 64, sequencesPerStep: 65_536, rank: 1024, threads: 64, fitnessWindow: 10_000, steps: 10_000_000, fuel: 1_000_000_000, guardMs: 3_600_000, heldOutTasks: 100_000, engineWorkers: 256 } as const;
 
 const THREADS_EXPECTED = `expected a whole number from 1 to ${LIMITS.threads}, or auto`;
 const positive = z.number({ error: 'expected a number' }).positive({ error: 'expected a positive number' });
@@ -139,6 +139,16 @@ export const scenarioSchema = z.strictObject({
       .default('auto'),
   }).prefault({}),
   checkpointEvery: int(0).default(0), // save adapters every N steps (0: at the end only)
+  // a run over NATS (`populora run --nats URL`; src/cluster/): how many engine workers to expect and how members'
+  // adapter slots are sharded over them, and what a lost worker costs. It never changes a run's bits: the same
+  // scenario gives the same run hash in one process or on many
+  cluster: z.strictObject({
+    engineWorkers: int(1, LIMITS.engineWorkers).default(1),
+    assignment: z.enum(['round-robin', 'blocks']).default('round-robin'), // slot s to worker s mod N, or contiguous blocks
+    deadlineSeconds: positive.default(120), // a request unanswered this long (wall clock, outside the replayed data) is lost
+    onWorkerLoss: z.enum(['reassign', 'wait']).default('reassign'), // its shard to another worker, or wait for a new one
+    verifierChunk: int(1, LIMITS.perTeacher).default(16), // verifier jobs per request to the verifier workers' queue group
+  }).optional(),
   // every member answers a fixed set of the domain's held-out tasks greedily at the last step (and every `every`
   // steps); the set depends on `seed` alone (arith: seed 1 is the set models/arith-tiny was scored on; python: a
   // sample of the 400 tasks models/python-tiny was scored on)

@@ -31,7 +31,9 @@ import { loadRatingLibrary } from '../rating/rating.js';
 import { resumeRun, SCENARIO_FILE, startRun, type OpenedRun } from './resume.js';
 import { acquireRunLock } from '../runtime/run-lock.js';
 import { StepTimer } from './step-timing.js';
+import type { Transport } from '../runtime/transport.js';
 import { World, type Address, type Service } from '../runtime/world.js';
+import type { VerifierPool } from '../domains/domain.js';
 
 export { checkpointSteps, readCheckpointState, type CheckpointState } from './checkpoints.js';
 export { EVENTS_FILE, METRICS_FILE, SCENARIO_FILE } from './resume.js';
@@ -42,6 +44,8 @@ export interface RunOptions {
   resume?: boolean; // continue from the folder's last checkpoint
   overwrite?: boolean; // replace an earlier run in the folder (cleared under the folder's lock)
   backend?: Backend; // an open backend to use (kept open); default: open the scenario's
+  transport?: Transport; // what carries actors' messages (closed with the run); default: nact, in this process
+  verifierPool?: VerifierPool; // the verifier's pool (kept open), e.g. workers over NATS; default: the domain's, in this process
   scenarioFile?: string; // names the scenario in errors
   /** Called once the run is set up, before its first step: with the step it starts from (0, or a resume's). */
   onStart?: (step: number) => void;
@@ -94,13 +98,13 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
 async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptions & { disk: Disk; scenarioFile: string }): Promise<RunResult> {
   const { outDir: dir, disk } = options;
   const { saved, log, metrics } = opened;
-  const pool = domainNamed(scenario.domain).verifierPool(options.verifierWorkers ?? 1, { fuel: scenario.tasks.fuel, guardMs: scenario.tasks.guardMs });
+  const pool = options.verifierPool ?? domainNamed(scenario.domain).verifierPool(options.verifierWorkers ?? 1, { fuel: scenario.tasks.fuel, guardMs: scenario.tasks.guardMs });
   const timer = options.clock ? new StepTimer(options.clock) : null;
   const wrap = (service: Service) => {
     const wrapped = options.wrapService?.(service) ?? service;
     return timer ? timer.wrap(wrapped) : wrapped;
   };
-  const world = new World(scenario.seed, log);
+  const world = new World(scenario.seed, log, options.transport);
   let backend: Backend | null = options.backend ?? null;
   let sim: Simulation | null = null;
   try {
@@ -166,7 +170,7 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
     sim?.optimizer.destroy();
     sim?.bank.destroy();
     await sim?.engine.close();
-    await pool.close();
+    if (!options.verifierPool) await pool.close();
     if (!options.backend) backend?.destroy();
   }
 }
