@@ -1,51 +1,31 @@
-// The engine: owns the model, the adapter bank and the optimizer. Its handler only queues requests; at the step
-// barrier it runs each kind as one batched multi-LoRA call: every queued generation in one `generate` (each
-// under its domain's token mask, where the domain has one), every training sample of every member in one
-// policy-gradient update, every evolutionary replacement in one pass over the bank.
+// The engine: its handler only queues requests; at the step barrier it hands each kind to its core (the model,
+// the adapter bank and the optimizer, in this process or on engine workers: src/engine/core.ts) as one batched
+// multi-LoRA call: every queued generation in one `generate` (each under its domain's token mask, where the domain
+// has one), every training sample of every member in one policy-gradient update, every evolutionary replacement
+// in one pass over the bank. It keeps the step's generated sequences, which its training samples point to.
 //
 // Advantages are normalised per (role, task type) over the whole population before the update (AZR's
 // task-relative REINFORCE++), so the engine is where every sample of a step meets.
 
-import type { Domain } from '../src/domains/domain.js';
-import { BankEvolution } from '../src/evolution/device-operators.js';
+import type { ChildSpec, EngineCore } from '../src/engine/core.js';
 import type { CrossoverKind } from '../src/evolution/operators.js';
-import { generate, type GenerationRequest } from '../src/model/generate.js';
-import type { LlamaModel } from '../src/model/llama.js';
-import type { LoraBank } from '../src/model/lora-bank.js';
-import { tokenTexts, type TokenTexts } from '../src/model/token-texts.js';
+import type { GenerationRequest } from '../src/model/generate.js';
 import type { TextTokenizer } from '../src/model/tokenizer.js';
-import type { AdamW } from '../src/train/adamw.js';
 import { groupAdvantages } from '../src/train/advantages.js';
-import type { LlamaTrainer } from '../src/train/llama-backward.js';
-import { policyGradientStep, type RlSample } from '../src/train/steps.js';
+import type { RlSample } from '../src/train/steps.js';
 import { delivery, type Address, type Delivery, type Handler, type Service, type World } from '../src/runtime/world.js';
 import { ENGINE, groupBy, type GenerateItem, type GenerateRequest, type Generated, type GeneratedItem, type TrainingSample } from './protocol.js';
 
+export type { ChildSpec } from '../src/engine/core.js';
+
 export interface EngineConfig {
-  domain: Domain; // its token masks constrain the generations (free text where it has none)
+  tokenizer: TextTokenizer; // prompts in, texts out
+  eos: number; // the stop token
   seed: number; // sampling seed (u32); with the request id and position it keys each token's draw
   temperature: number;
   topP: number;
   maxTokens: number;
   advantageGroups: 'role-and-task' | 'role' | 'none';
-  rl: { reduction: 'token' | 'sequence'; klCoef: number; entropyCoef: number };
-  evolutionThreads: number; // > 1: the SVD crossover's factorisations on a worker pool (the same children)
-}
-
-export interface EngineParts {
-  model: LlamaModel;
-  bank: LoraBank;
-  trainer: LlamaTrainer;
-  optimizer: AdamW;
-  tokenizer: TextTokenizer;
-}
-
-export interface ChildSpec {
-  slot: number;
-  parentSlots: number[]; // one (mutation) or two (crossover), fitter first
-  operator: 'mutate' | 'crossover';
-  seed: number;
-  inheritOptimizerFrom: number | null; // a parent's slot, or null for fresh moments
 }
 
 export type EngineState = null;
@@ -68,22 +48,12 @@ export class EngineService implements Service {
   private readonly samples: TrainingSample[] = [];
   private readonly evolutions: EvolveRequest[] = [];
   private readonly sequences = new Map<number, { tokens: number[]; promptLength: number; slot: number }>(); // this step's generations, by request id
-  private readonly vocab: TokenTexts;
-  private readonly evolution: BankEvolution;
 
+  /** `core` does the work: the model in this process, or engine workers (src/engine/core.ts). */
   constructor(
-    private readonly parts: EngineParts,
+    readonly core: EngineCore,
     private readonly config: EngineConfig,
-  ) {
-    const { tokenizer, model } = parts;
-    this.vocab = tokenTexts(tokenizer, model.config.vocabSize);
-    this.evolution = new BankEvolution(parts.bank, model.config, config.evolutionThreads);
-  }
-
-  /** Stops the evolution's worker pool, if it has one. */
-  close(): Promise<void> {
-    return this.evolution.close();
-  }
+  ) {}
 
   readonly handler: Handler<EngineState, EngineMessage> = (state, message) => {
     if (message.type === 'generate') this.generations.push(...message.requests.map((r) => ({ ...r, replyTo: message.replyTo })));
@@ -108,7 +78,7 @@ export class EngineService implements Service {
 
   /** One `generate` call for every queued request; one reply per requesting actor, its results in request order. */
   private async generate(queued: Array<GenerateItem & { replyTo: Address<Generated> }>): Promise<Delivery[]> {
-    const { tokenizer, model, bank } = this.parts;
+    const { tokenizer } = this.config;
     const requests: GenerationRequest[] = queued.map((q) => ({
       requestId: q.requestId,
       prompt: tokenizer.encodePrompt(q.prompt),
@@ -117,15 +87,9 @@ export class EngineService implements Service {
       seed: this.config.seed,
       temperature: q.greedy ? 0 : this.config.temperature,
       topP: this.config.topP,
-      stopTokens: [this.vocab.eos],
+      stopTokens: [this.config.eos],
     }));
-    const masks = new Map(queued.map((q) => [q.requestId, this.config.domain.tokenMask?.(q.format, this.vocab) ?? null]));
-    const textOf = (tokens: readonly number[]) => tokens.map((t) => this.vocab.texts[t]).join('');
-    const mask = (r: GenerationRequest, generated: readonly number[]) => {
-      const allowed = masks.get(r.requestId)!;
-      return allowed === null ? null : allowed(textOf(generated), r.maxTokens - generated.length);
-    };
-    const results = await generate(model, requests, { bank, mask });
+    const results = await this.core.generate(requests, queued.map((q) => q.format));
     results.forEach((result, i) => {
       if (!queued[i]!.greedy) this.sequences.set(result.requestId, { tokens: [...requests[i]!.prompt, ...result.tokens], promptLength: requests[i]!.prompt.length, slot: requests[i]!.adapter }); // evaluations are never trained on
     });
@@ -145,22 +109,17 @@ export class EngineService implements Service {
       return { tokens: sequence.tokens, adapter: sequence.slot, promptLength: sequence.promptLength, advantage: advantages[i]! };
     });
     this.sequences.clear(); // a step's generations are trained on once, in its learn phase
-    const report = await policyGradientStep(this.parts.trainer, this.parts.optimizer, rlSamples, this.config.rl);
-    return { loss: report.loss, entropyMean: report.entropyMean, trainedTokens: report.trainedTokens, gradNorms: Object.fromEntries(report.gradNorms) };
+    const { perSample, gradNorms } = await this.core.train(rlSamples);
+    // summed sample by sample in sample order, so that the figures do not depend on how the core batched them
+    const trainedTokens = perSample.reduce((n, s) => n + s.tokens, 0);
+    const loss = perSample.reduce((sum, s) => sum + s.loss, 0);
+    const entropyMean = perSample.reduce((sum, s) => sum + s.entropy, 0) / Math.max(trainedTokens, 1);
+    return { loss, entropyMean, trainedTokens, gradNorms: Object.fromEntries(gradNorms) };
   }
 
-  /** Each child is made in its slot on the device from its parents' slots (src/evolution/device-operators.ts). */
+  /** Each child is made in its slot from its parents' slots (src/engine/core.ts). */
   private async evolve(request: EvolveRequest): Promise<Delivery> {
-    const { optimizer } = this.parts;
-    const childSlots = new Set(request.children.map((c) => c.slot));
-    for (const child of request.children) {
-      if (child.parentSlots.some((slot) => childSlots.has(slot))) throw new Error(`evolution: slot ${child.slot}'s parents ${child.parentSlots.join(', ')} include a slot being replaced`);
-      const [p1, p2] = child.parentSlots;
-      if (child.operator === 'mutate') this.evolution.mutate(child.slot, p1!, { sigma: request.sigma, seed: child.seed });
-      else await this.evolution.crossover(child.slot, p1!, p2!, { kind: request.crossover, seed: child.seed });
-      if (child.inheritOptimizerFrom === null) optimizer.resetSlot(child.slot);
-      else await optimizer.copySlot(child.inheritOptimizerFrom, child.slot);
-    }
+    await this.core.evolve({ children: request.children, sigma: request.sigma, crossover: request.crossover });
     const message: EvolvedReply = { type: 'evolved', requestId: request.requestId, slots: request.children.map((c) => c.slot) };
     return delivery(request.requestId, request.replyTo, message);
   }

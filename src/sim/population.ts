@@ -18,12 +18,11 @@ import { matchPolicy } from '../matchmaking/index.js';
 import { loadModel, randomModel } from '../model/checkpoint.js';
 import type { LlamaConfig } from '../model/config.js';
 import { LlamaModel } from '../model/llama.js';
-import { LoraBank } from '../model/lora-bank.js';
 import { randomAdapter, type LoraAdapter } from '../model/peft.js';
 import { loadTokenizer, type TextTokenizer } from '../model/tokenizer.js';
+import { tokenTexts } from '../model/token-texts.js';
+import { LocalEngineCore, type CoreSettings, type EngineCore } from '../engine/core.js';
 import { presetModel, ScenarioError, type Scenario } from '../scenario/scenario.js';
-import { AdamW } from '../train/adamw.js';
-import { LlamaTrainer } from '../train/llama-backward.js';
 import { ratingSystem } from '../rating/rating.js';
 import type { Service, World } from '../runtime/world.js';
 import { threadCount } from '../runtime/worker-threads.js';
@@ -66,11 +65,30 @@ export function buildModel(scenario: Scenario, backend: Backend, file: string): 
 
 export interface Simulation {
   members: MemberPlan[];
-  bank: LoraBank;
-  optimizer: AdamW;
-  trainer: LlamaTrainer;
+  slots: number; // adapter slots: one per member, or per teacher-student twin pair
   engine: EngineService;
   verifier: VerifierService;
+}
+
+/** The engine's settings for a scenario (what an engine worker builds its shard with, too). */
+export function coreSettings(scenario: Scenario, parts: ModelParts): CoreSettings {
+  const { rl, population, evolution } = scenario;
+  return {
+    domain: domainNamed(scenario.domain),
+    vocab: tokenTexts(parts.tokenizer, parts.config.vocabSize),
+    rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef },
+    optimizer: { lr: rl.lr, maxGradNorm: rl.maxGradNorm },
+    lora: { rank: population.lora.rank, modules: population.lora.modules },
+    evolutionThreads: threadCount(evolution.threads),
+  };
+}
+
+/** The number of adapter slots a scenario's population needs. */
+export const slotCount = (scenario: Scenario) => new Set(planMembers(scenario).map((m) => m.slot)).size;
+
+/** The engine core of a run in one process: every slot in this process's bank. */
+export function localCore(scenario: Scenario, parts: ModelParts): EngineCore {
+  return new LocalEngineCore(parts.model, coreSettings(scenario, parts), Array.from({ length: slotCount(scenario) }, (_, slot) => slot));
 }
 
 /** Initial adapters, one per slot, each from its own seed. */
@@ -80,19 +98,11 @@ export function initialAdapters(scenario: Scenario, config: LlamaConfig, slots: 
 }
 
 /** The services and actors of a run. `states` holds checkpointed actor states (a resume). */
-export function buildSimulation(scenario: Scenario, parts: ModelParts, world: World, pool: VerifierPool, states: Map<string, unknown> | null, wrap: (s: Service) => Service = (s) => s): Simulation {
+export function buildSimulation(scenario: Scenario, parts: ModelParts, core: EngineCore, world: World, pool: VerifierPool, states: Map<string, unknown> | null, wrap: (s: Service) => Service = (s) => s): Simulation {
   const members = planMembers(scenario);
-  const slots = new Set(members.map((m) => m.slot)).size;
-  const { lora } = scenario.population;
-  const bank = new LoraBank(parts.model.backend, parts.config, slots, lora.rank, lora.modules);
-  const optimizer = AdamW.forBank(parts.model.backend, bank, parts.config.numLayers, { lr: scenario.rl.lr, maxGradNorm: scenario.rl.maxGradNorm });
-  const trainer = new LlamaTrainer(parts.model, bank);
   const { sampling, rl } = scenario;
   const domain = domainNamed(scenario.domain);
-  const engine = new EngineService(
-    { model: parts.model, bank, trainer, optimizer, tokenizer: parts.tokenizer },
-    { domain, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef }, evolutionThreads: threadCount(scenario.evolution.threads) },
-  );
+  const engine = new EngineService(core, { tokenizer: parts.tokenizer, eos: tokenTexts(parts.tokenizer, parts.config.vocabSize).eos, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups });
   const verifier = new VerifierService(pool);
   world.actor(ENGINE, null, engine.handler);
   world.actor(VERIFIER, null, verifier.handler);
@@ -136,5 +146,5 @@ export function buildSimulation(scenario: Scenario, parts: ModelParts, world: Wo
       },
     }),
   );
-  return { members, bank, optimizer, trainer, engine, verifier };
+  return { members, slots: slotCount(scenario), engine, verifier };
 }

@@ -26,7 +26,8 @@ import { checkScenarioLimits, type Scenario } from '../scenario/scenario.js';
 import { writeCheckpoint } from './checkpoints.js';
 import { asDiskFull, jsonText, nodeDisk, resumeAdvice, RunFolderError, writeFileDurably, type Disk } from '../runtime/durable.js';
 import { summarizeStep, type StepMetrics } from './metrics.js';
-import { buildModel, buildSimulation, initialAdapters, type Simulation } from './population.js';
+import { buildModel, buildSimulation, initialAdapters, localCore, type ModelParts, type Simulation } from './population.js';
+import type { EngineCore } from '../engine/core.js';
 import { loadRatingLibrary } from '../rating/rating.js';
 import { resumeRun, SCENARIO_FILE, startRun, type OpenedRun } from './resume.js';
 import { acquireRunLock } from '../runtime/run-lock.js';
@@ -46,6 +47,7 @@ export interface RunOptions {
   backend?: Backend; // an open backend to use (kept open); default: open the scenario's
   transport?: Transport; // what carries actors' messages (closed with the run); default: nact, in this process
   verifierPool?: VerifierPool; // the verifier's pool (kept open), e.g. workers over NATS; default: the domain's, in this process
+  engineCore?: (parts: ModelParts) => Promise<EngineCore>; // the engine's core (closed with the run), e.g. workers over NATS; default: this process's
   scenarioFile?: string; // names the scenario in errors
   /** Called once the run is set up, before its first step: with the step it starts from (0, or a resume's). */
   onStart?: (step: number) => void;
@@ -107,23 +109,24 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
   const world = new World(scenario.seed, log, options.transport);
   let backend: Backend | null = options.backend ?? null;
   let sim: Simulation | null = null;
+  let core: EngineCore | null = null;
   try {
     backend ??= await openBackend(scenario.backend);
     await loadRatingLibrary(scenario.rating); // TrueSkill's library, only for runs that select it
     const parts = buildModel(scenario, backend, options.scenarioFile);
     await pool.ready?.(); // the verifier's start (a sandbox loading its interpreter) is not a step's time
-    sim = buildSimulation(scenario, parts, world, pool, saved ? new Map(saved.actorStates) : null, wrap);
+    core = options.engineCore ? await options.engineCore(parts) : localCore(scenario, parts);
+    sim = buildSimulation(scenario, parts, core, world, pool, saved ? new Map(saved.actorStates) : null, wrap);
     const coverage = new Set(saved?.coverage ?? []);
     if (saved) {
-      saved.adapters.forEach((adapter, slot) => sim!.bank.load(slot, adapter));
-      sim.optimizer.importState(saved.optimizer);
+      await core.load(saved.adapters, saved.optimizer);
       world.requestIdCounter = saved.requestIdCounter;
     } else {
-      initialAdapters(scenario, parts.config, sim.bank.capacity, world).forEach((adapter, slot) => sim!.bank.load(slot, adapter));
+      await core.load(initialAdapters(scenario, parts.config, sim.slots, world), null);
     }
     const checkpoint = async (step: number) => {
-      const adapters = await Promise.all(Array.from({ length: sim!.bank.capacity }, (_, slot) => sim!.bank.read(slot)));
-      const state = { step, requestIdCounter: world.requestIdCounter, actorStates: [...world.actorStates()], adapters, optimizer: await sim!.optimizer.exportState(), coverage: [...coverage].sort() };
+      const { adapters, optimizer } = await core!.state();
+      const state = { step, requestIdCounter: world.requestIdCounter, actorStates: [...world.actorStates()], adapters, optimizer, coverage: [...coverage].sort() };
       const members = sim!.members.map((m) => ({ id: m.id, adapter: adapters[m.slot]! }));
       writeCheckpoint(dir, { step, events: log.position, scenario, members, state }, disk, () => metrics.sync()); // metrics reach the disk before the checkpoint that counts them
     };
@@ -166,10 +169,7 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
   } finally {
     world.shutdown(); // flushes and closes the log: a failed run keeps every event up to the failure
     metrics.close();
-    sim?.trainer.destroy();
-    sim?.optimizer.destroy();
-    sim?.bank.destroy();
-    await sim?.engine.close();
+    await core?.close();
     if (!options.verifierPool) await pool.close();
     if (!options.backend) backend?.destroy();
   }

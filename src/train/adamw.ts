@@ -29,6 +29,38 @@ export interface AdamWState {
   steps: number[];
 }
 
+/** One slot's part of an AdamWState: its slice of each moment, and its step count. */
+export interface AdamWSlotState {
+  moments: Record<string, { m: Float32Array; v: Float32Array }>;
+  steps: number;
+}
+
+/** The whole state from every slot's part, in slot order (what `exportState` gives for the same slots). */
+export function joinSlotStates(slots: readonly AdamWSlotState[]): AdamWState {
+  const keys = Object.keys(slots[0]?.moments ?? {});
+  const moments: AdamWState['moments'] = {};
+  for (const key of keys) {
+    const size = slots[0]!.moments[key]!.m.length;
+    const [m, v] = [new Float32Array(slots.length * size), new Float32Array(slots.length * size)];
+    slots.forEach((slot, i) => {
+      m.set(slot.moments[key]!.m, i * size);
+      v.set(slot.moments[key]!.v, i * size);
+    });
+    moments[key] = { m, v };
+  }
+  return { moments, steps: slots.map((s) => s.steps) };
+}
+
+/** Slot `slot`'s part of a whole state. */
+export function slotStateOf(state: AdamWState, slot: number): AdamWSlotState {
+  const moments: AdamWSlotState['moments'] = {};
+  for (const [key, { m, v }] of Object.entries(state.moments)) {
+    const size = m.length / state.steps.length;
+    moments[key] = { m: m.slice(slot * size, (slot + 1) * size), v: v.slice(slot * size, (slot + 1) * size) };
+  }
+  return { moments, steps: state.steps[slot]! };
+}
+
 export interface AdamWStepReport {
   /** Per active slot, the gradient's global L2 norm before clipping. */
   gradNorms: Map<number, number>;
@@ -125,6 +157,28 @@ export class AdamW {
       }
     }
     this.steps[to] = this.steps[from]!;
+  }
+
+  /** Some slots' moments and step counts, exactly (a checkpoint, or a slot moved to another engine worker). */
+  async exportSlots(slots: readonly number[]): Promise<AdamWSlotState[]> {
+    const states: AdamWSlotState[] = slots.map((slot) => ({ moments: {}, steps: this.steps[slot]! }));
+    for (const [key, s] of this.states) {
+      const [m, v] = [await this.backend.readF32(s.m), await this.backend.readF32(s.v)];
+      slots.forEach((slot, i) => {
+        states[i]!.moments[key] = { m: m.slice(slot * s.slotSize, (slot + 1) * s.slotSize), v: v.slice(slot * s.slotSize, (slot + 1) * s.slotSize) };
+      });
+    }
+    return states;
+  }
+
+  importSlot(slot: number, state: AdamWSlotState): void {
+    for (const [key, s] of this.states) {
+      const saved = state.moments[key];
+      assert(saved !== undefined && saved.m.length === s.slotSize && saved.v.length === s.slotSize, `AdamW: the slot state has no ${key} of ${s.slotSize} elements`);
+      this.backend.write(s.m, saved.m, slot * s.slotSize);
+      this.backend.write(s.v, saved.v, slot * s.slotSize);
+    }
+    this.steps[slot] = state.steps;
   }
 
   /** Moments and step counts, exactly (a run's checkpoint). */

@@ -47,6 +47,8 @@ export interface LossWeights {
   entropyMean: number;
   clipFraction: number;
   trainedTokens: number;
+  /** Per sequence, its share of `loss`, its summed entropy and its trained tokens (policy gradient only). */
+  perSequence?: { loss: Float64Array; entropy: Float64Array; tokens: Int32Array };
 }
 
 /** Token t predicts token t+1; it is trained when t+1 is in the completion of its sequence. */
@@ -71,7 +73,8 @@ export function policyGradientWeights(inputs: PolicyGradientInputs, options: Pol
   if (options.klCoef && !inputs.referenceLogProbs) throw new RangeError('a KL penalty needs the base model\'s log-probs');
   const mask = trainedTokenMask(batch, inputs.promptLengths);
   const denominator = reductionDenominators(batch, mask, options.reduction);
-  const out: LossWeights = { logpWeight: new Float32Array(T), entropyWeight: new Float32Array(T), loss: 0, klMean: 0, entropyMean: 0, clipFraction: 0, trainedTokens: 0 };
+  const perSequence = { loss: new Float64Array(sequences), entropy: new Float64Array(sequences), tokens: new Int32Array(sequences) };
+  const out: LossWeights = { logpWeight: new Float32Array(T), entropyWeight: new Float32Array(T), loss: 0, klMean: 0, entropyMean: 0, clipFraction: 0, trainedTokens: 0, perSequence };
   const [beta, entropyCoef] = [options.klCoef ?? 0, options.entropyCoef ?? 0];
   for (let t = 0; t < T; t++) {
     if (!mask[t]) continue;
@@ -88,7 +91,12 @@ export function policyGradientWeights(inputs: PolicyGradientInputs, options: Pol
     // -dL/dlog p = dsurrogate/dlog p - β·dkl/dlog p,  dsurrogate = ρ·A (0 when clipped),  dkl = 1 - exp(ref - log p)
     out.logpWeight[t] = ((clipped ? 0 : ratio * advantage) - beta * (1 - Math.exp(logRatioToRef))) / d;
     out.entropyWeight[t] = entropyCoef / d;
-    out.loss += (-surrogate + beta * kl - entropyCoef * entropy) / d;
+    const term = (-surrogate + beta * kl - entropyCoef * entropy) / d;
+    const s = batch.sequenceOf[t]!;
+    out.loss += term;
+    perSequence.loss[s] = perSequence.loss[s]! + term;
+    perSequence.entropy[s] = perSequence.entropy[s]! + entropy;
+    perSequence.tokens[s] = perSequence.tokens[s]! + 1;
     out.klMean += kl;
     out.entropyMean += entropy;
     out.clipFraction += clipped ? 1 : 0;
