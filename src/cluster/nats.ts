@@ -90,7 +90,7 @@ export async function requestReply<T>(nc: NatsConnection, subject: string, paylo
     try {
       const reply = decode<Reply<T>>((await nc.request(subject, data, { timeout: policy.deadlineMs })).data);
       if (reply.ok) return reply.value;
-      throw new ClusterError(`${what}: ${reply.error}`);
+      throw new (reply.refused ? RefusedError : RemoteError)(`${what}: ${reply.error}`);
     } catch (error) {
       if (error instanceof ClusterError) throw error;
       lastError = error;
@@ -98,7 +98,7 @@ export async function requestReply<T>(nc: NatsConnection, subject: string, paylo
       await nc.flush().catch(() => undefined); // waits out a reconnection before the next try
     }
   }
-  throw new ClusterError(`${what}: no reply on ${subject} after ${policy.tries} tries of ${policy.deadlineMs} ms (${(lastError as Error)?.message ?? 'no responder'})`);
+  throw new NoReplyError(`${what}: no reply on ${subject} after ${policy.tries} tries of ${policy.deadlineMs} ms (${(lastError as Error)?.message ?? 'no responder'})`);
 }
 
 /** Answers requests on `subject` (in a queue group when `queue` is given) with `handle`'s value or its error. */
@@ -120,3 +120,9 @@ export function serve<Req, Res>(nc: NatsConnection, subject: string, handle: (re
 
 /** A worker's refusal of a coordinator (another scenario): final, the asker does not try another worker. */
 export class RefusedError extends ClusterError {}
+
+/** The responder failed on the request (its error, named): final, as it would be in one process. */
+export class RemoteError extends ClusterError {}
+
+/** No responder answered in time: the responder may be lost (a worker to replace, a server to wait for). */
+export class NoReplyError extends ClusterError {}
