@@ -30,14 +30,16 @@ function startServer(port: number, binary: string, args: readonly string[]): Pro
     const child = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     let output = '';
     child.once('error', (error) => reject(new ClusterError(`cannot start ${binary}: ${error.message} (install it: apt-get install nats-server)`)));
-    child.once('exit', (code) => reject(new ClusterError(`${binary} exited with code ${code} before it was ready: ${output.trim().split('\n').pop()}`)));
-    child.stderr!.on('data', (chunk: Buffer) => {
+    const early = (code: number | null) => reject(new ClusterError(`${binary} exited with code ${code} before it was ready: ${output.trim().split('\n').pop()}`));
+    child.once('exit', early);
+    const read = (chunk: Buffer) => {
       output += chunk.toString();
-      if (output.includes('Server is ready')) {
-        child.removeAllListeners('exit');
-        resolve(child);
-      }
-    });
+      if (!output.includes('Server is ready')) return;
+      child.removeListener('exit', early);
+      child.stderr!.removeListener('data', read).resume(); // its log is drained and dropped from here on
+      resolve(child);
+    };
+    child.stderr!.on('data', read);
   });
 }
 
