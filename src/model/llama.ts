@@ -61,6 +61,9 @@ export interface ModelUploadOptions {
   maxContext?: number;
 }
 
+/** The context a model instance of this configuration runs at (what `upload` sizes the rotary table for). */
+export const modelContext = (config: LlamaConfig, maxContext?: number) => Math.min(maxContext ?? config.maxPositionEmbeddings, MAX_CONTEXT);
+
 export class LlamaModel {
   private constructor(
     readonly backend: Backend,
@@ -76,7 +79,7 @@ export class LlamaModel {
 
   static upload(backend: Backend, config: LlamaConfig, weights: ModelWeights, options: ModelUploadOptions = {}): LlamaModel {
     const storage = options.storage ?? (weights.storedDType === 'F16' ? 'f16' : 'f32');
-    const maxContext = Math.min(options.maxContext ?? config.maxPositionEmbeddings, MAX_CONTEXT);
+    const maxContext = modelContext(config, options.maxContext);
     checkWeightsFit(config, storage, backend.maxBindingBytes, backend.viewAlignment);
     const matrix = (t: HostTensor) => backend.uploadWeight(t.data, t.shape as [number, number], storage);
     const vector = (t: HostTensor) => backend.upload(t.data, t.shape);

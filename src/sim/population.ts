@@ -2,6 +2,8 @@
 // and its student twin share one under `self`), the engine and verifier services, and every actor with its
 // initial (or checkpointed) state.
 
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Backend } from '../backend/backend.js';
 import { ENGINE, EVALUATOR, MATCHMAKER, POPULATION_MANAGER, studentAt, teacherAt, VERIFIER, type Role } from '../../actors/protocol.js';
 import { EngineService } from '../../actors/engine.js';
@@ -15,9 +17,9 @@ import { heldOutIndex, type VerifierPool } from '../domains/domain.js';
 import { domainNamed } from '../domains/index.js';
 import { promptSet } from '../domains/prompts.js';
 import { matchPolicy } from '../matchmaking/index.js';
-import { loadModel, randomModel } from '../model/checkpoint.js';
+import { loadConfig, loadModel, randomModel } from '../model/checkpoint.js';
 import type { LlamaConfig } from '../model/config.js';
-import { LlamaModel } from '../model/llama.js';
+import { LlamaModel, modelContext } from '../model/llama.js';
 import { randomAdapter, type LoraAdapter } from '../model/peft.js';
 import { loadTokenizer, type TextTokenizer } from '../model/tokenizer.js';
 import { tokenTexts } from '../model/token-texts.js';
@@ -47,20 +49,44 @@ export function planMembers(scenario: Scenario): MemberPlan[] {
   return members.sort((a, b) => (a.id < b.id ? -1 : 1));
 }
 
-export interface ModelParts {
+/** What the actors need to know of the model: its shape, its tokenizer, its context. */
+export interface ModelInfo {
   config: LlamaConfig;
-  model: LlamaModel;
   tokenizer: TextTokenizer;
+  maxContext: number;
+}
+
+/** ModelInfo and the model itself, on a backend (what an engine core runs). */
+export interface ModelParts extends ModelInfo {
+  model: LlamaModel;
+}
+
+/** The model's shape and tokenizer, without its weights (a coordinator whose engine runs on workers). */
+export function modelInfo(scenario: Scenario, file: string): ModelInfo {
+  if ('preset' in scenario.model) {
+    const { config, tokenizer } = presetModel(scenario, file);
+    return { config, tokenizer, maxContext: modelContext(config) };
+  }
+  const config = loadConfig(scenario.model.path);
+  return { config, tokenizer: loadTokenizer(tokenizerOf(scenario.model.path, scenario.domain, file)), maxContext: modelContext(config) };
 }
 
 export function buildModel(scenario: Scenario, backend: Backend, file: string): ModelParts {
   if ('preset' in scenario.model) {
     const { config, tokenizer } = presetModel(scenario, file);
-    return { config, model: LlamaModel.upload(backend, config, randomModel(config, scenario.model.seed)), tokenizer };
+    const model = LlamaModel.upload(backend, config, randomModel(config, scenario.model.seed));
+    return { config, model, tokenizer, maxContext: model.maxContext };
   }
-  const { config, weights, tokenizerFile } = loadModel(scenario.model.path);
-  if (!tokenizerFile) throw new ScenarioError(`${file}: field "model.path": ${scenario.model.path} has no tokenizer.json, which the ${scenario.domain} domain needs to write its tasks`);
-  return { config, model: LlamaModel.upload(backend, config, weights, { storage: scenario.model.weights }), tokenizer: loadTokenizer(tokenizerFile) };
+  const { config, weights } = loadModel(scenario.model.path);
+  const model = LlamaModel.upload(backend, config, weights, { storage: scenario.model.weights });
+  return { config, model, tokenizer: loadTokenizer(tokenizerOf(scenario.model.path, scenario.domain, file)), maxContext: model.maxContext };
+}
+
+/** A model folder's tokenizer.json, which the domains need to write their tasks. */
+function tokenizerOf(folder: string, domain: string, file: string): string {
+  const tokenizerFile = join(folder, 'tokenizer.json');
+  if (!existsSync(tokenizerFile)) throw new ScenarioError(`${file}: field "model.path": ${folder} has no tokenizer.json, which the ${domain} domain needs to write its tasks`);
+  return tokenizerFile;
 }
 
 export interface Simulation {
@@ -71,7 +97,7 @@ export interface Simulation {
 }
 
 /** The engine's settings for a scenario (what an engine worker builds its shard with, too). */
-export function coreSettings(scenario: Scenario, parts: ModelParts): CoreSettings {
+export function coreSettings(scenario: Scenario, parts: ModelInfo): CoreSettings {
   const { rl, population, evolution } = scenario;
   return {
     domain: domainNamed(scenario.domain),
@@ -98,7 +124,7 @@ export function initialAdapters(scenario: Scenario, config: LlamaConfig, slots: 
 }
 
 /** The services and actors of a run. `states` holds checkpointed actor states (a resume). */
-export function buildSimulation(scenario: Scenario, parts: ModelParts, core: EngineCore, world: World, pool: VerifierPool, states: Map<string, unknown> | null, wrap: (s: Service) => Service = (s) => s): Simulation {
+export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: EngineCore, world: World, pool: VerifierPool, states: Map<string, unknown> | null, wrap: (s: Service) => Service = (s) => s): Simulation {
   const members = planMembers(scenario);
   const { sampling, rl } = scenario;
   const domain = domainNamed(scenario.domain);
@@ -111,7 +137,7 @@ export function buildSimulation(scenario: Scenario, parts: ModelParts, core: Eng
 
   const restored = <T>(name: string, initial: T): T => (states?.get(name) as T | undefined) ?? initial;
   const prompts = promptSet(domain, scenario.prompts);
-  const promptCharacters = parts.model.maxContext - sampling.maxTokens - 1; // one token per character at most, after a BOS
+  const promptCharacters = parts.maxContext - sampling.maxTokens - 1; // one token per character at most, after a BOS
   const shown = domain.seedReferences.length > 0 ? scenario.tasks.references : 0; // a domain without seed references shows none
   const teacherConfig = { domain, prompts, taskTypes: scenario.tasks.types, perTeacher: scenario.tasks.perTeacher, references: shown, promptCharacters, rewards: scenario.rewards };
   const references = shown > 0 ? [...domain.seedReferences] : [];

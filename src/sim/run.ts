@@ -26,7 +26,7 @@ import { checkScenarioLimits, type Scenario } from '../scenario/scenario.js';
 import { writeCheckpoint } from './checkpoints.js';
 import { asDiskFull, jsonText, nodeDisk, resumeAdvice, RunFolderError, writeFileDurably, type Disk } from '../runtime/durable.js';
 import { summarizeStep, type StepMetrics } from './metrics.js';
-import { buildModel, buildSimulation, initialAdapters, localCore, type ModelParts, type Simulation } from './population.js';
+import { buildModel, buildSimulation, initialAdapters, localCore, modelInfo, type ModelInfo, type Simulation } from './population.js';
 import type { EngineCore } from '../engine/core.js';
 import { loadRatingLibrary } from '../rating/rating.js';
 import { resumeRun, SCENARIO_FILE, startRun, type OpenedRun } from './resume.js';
@@ -47,7 +47,7 @@ export interface RunOptions {
   backend?: Backend; // an open backend to use (kept open); default: open the scenario's
   transport?: Transport; // what carries actors' messages (closed with the run); default: nact, in this process
   verifierPool?: VerifierPool; // the verifier's pool (kept open), e.g. workers over NATS; default: the domain's, in this process
-  engineCore?: (parts: ModelParts) => Promise<EngineCore>; // the engine's core (closed with the run), e.g. workers over NATS; default: this process's
+  engineCore?: (model: ModelInfo) => Promise<EngineCore>; // the engine's core (closed with the run), e.g. workers over NATS; default: this process's model and bank
   scenarioFile?: string; // names the scenario in errors
   /** Called once the run is set up, before its first step: with the step it starts from (0, or a resume's). */
   onStart?: (step: number) => void;
@@ -111,11 +111,17 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
   let sim: Simulation | null = null;
   let core: EngineCore | null = null;
   try {
-    backend ??= await openBackend(scenario.backend);
     await loadRatingLibrary(scenario.rating); // TrueSkill's library, only for runs that select it
-    const parts = buildModel(scenario, backend, options.scenarioFile);
+    let parts: ModelInfo;
+    if (options.engineCore) {
+      parts = modelInfo(scenario, options.scenarioFile); // the weights are the workers' to load
+      core = await options.engineCore(parts);
+    } else {
+      backend ??= await openBackend(scenario.backend);
+      const model = buildModel(scenario, backend, options.scenarioFile);
+      [parts, core] = [model, localCore(scenario, model)];
+    }
     await pool.ready?.(); // the verifier's start (a sandbox loading its interpreter) is not a step's time
-    core = options.engineCore ? await options.engineCore(parts) : localCore(scenario, parts);
     sim = buildSimulation(scenario, parts, core, world, pool, saved ? new Map(saved.actorStates) : null, wrap);
     const coverage = new Set(saved?.coverage ?? []);
     if (saved) {
