@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { startEngineWorker, type EngineWorker } from '../src/cluster/engine-worker.js';
 import { startLocalNatsServer, type LocalNatsServer } from '../src/cluster/local-server.js';
-import { connectNats, subjects, type NatsConnection } from '../src/cluster/nats.js';
+import { ClusterError, connectNats, subjects, type NatsConnection } from '../src/cluster/nats.js';
 import { RemoteEngineCore } from '../src/cluster/remote-engine.js';
 import { scenarioHash } from '../src/cluster/scenario-hash.js';
 import { checkpointDir, STATE_FILE } from '../src/sim/checkpoints.js';
@@ -165,6 +165,21 @@ describe.skipIf(!natsServerAvailable())('the engine sharded over NATS', () => {
     }
     expect(waited.join('\n')).toMatch(/engine worker w1 lost .*shard 1 .* goes to w3/);
   }, 180_000);
+
+  it('rides out a NATS server restarted in the middle of a step, or stops with a named error: never another run', async () => {
+    const scenario = scenarioOf('{ engineWorkers: 2, deadlineSeconds: 3 }');
+    const alone = await runScenario(scenario, { outDir: fresh() });
+    const workers = cluster();
+    for (const id of ['w0', 'w1']) await workers.start(id, scenario);
+    try {
+      const run = await remoteRun(scenario, [], beforeEngineAt(1, () => server.restart()));
+      expect(record(run.outDir, run.hash, scenario.steps)).toEqual(record(alone.outDir, alone.hash, scenario.steps));
+    } catch (error) {
+      expect(error).toBeInstanceOf(ClusterError);
+    } finally {
+      await workers.stop();
+    }
+  }, 120_000);
 
   it('refuses workers started for another scenario, naming both hashes', async () => {
     const scenario = scenarioOf('{ engineWorkers: 1, deadlineSeconds: 2 }');
