@@ -107,7 +107,7 @@ describe.skipIf(!natsServerAvailable())('the engine sharded over NATS', () => {
 
   const remoteRun = (scenario: Scenario, events: string[], options: Partial<RunOptions> = {}) =>
     runScenario(scenario, {
-      outDir: fresh(),
+      outDir: options.outDir ?? fresh(),
       engineCore: () => RemoteEngineCore.connect(coordinator, names, { scenarioHash: scenarioHash(scenario), slots: slotCount(scenario), shards: scenario.cluster!.engineWorkers, assignment: scenario.cluster!.assignment, deadlineMs: scenario.cluster!.deadlineSeconds * 1000, onWorkerLoss: scenario.cluster!.onWorkerLoss, onEvent: (e) => events.push(e) }),
       ...options,
     });
@@ -165,6 +165,21 @@ describe.skipIf(!natsServerAvailable())('the engine sharded over NATS', () => {
     }
     expect(waited.join('\n')).toMatch(/engine worker w1 lost .*shard 1 .* goes to w3/);
   }, 180_000);
+
+  it('resumes from a checkpoint when the coordinator died: run --resume hands the saved slots to the workers', async () => {
+    const scenario = { ...scenarioOf('{ engineWorkers: 2 }'), checkpointEvery: 2 };
+    const alone = await runScenario(scenario, { outDir: fresh() });
+    const workers = cluster();
+    for (const id of ['w0', 'w1']) await workers.start(id, scenario);
+    try {
+      const crashed = await remoteRun(scenario, [], { stopAfterSteps: 3 }); // a checkpoint at 2, then step 3 lost
+      const resumed = await remoteRun(scenario, [], { outDir: crashed.outDir, resume: true });
+      expect(resumed.stepsRun).toBe(2);
+      expect(record(resumed.outDir, resumed.hash, scenario.steps)).toEqual(record(alone.outDir, alone.hash, scenario.steps));
+    } finally {
+      await workers.stop();
+    }
+  }, 120_000);
 
   it('rides out a NATS server restarted in the middle of a step, or stops with a named error: never another run', async () => {
     const scenario = scenarioOf('{ engineWorkers: 2, deadlineSeconds: 3 }');
