@@ -29,15 +29,18 @@ function startServer(port: number, binary: string, args: readonly string[]): Pro
   return new Promise((resolve, reject) => {
     const child = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     let output = '';
+    const failed = (code: number | null) => reject(new ClusterError(`${binary} exited with code ${code} before it was ready: ${output.trim().split('\n').pop()}`));
     child.once('error', (error) => reject(new ClusterError(`cannot start ${binary}: ${error.message} (install it: apt-get install nats-server)`)));
-    child.once('exit', (code) => reject(new ClusterError(`${binary} exited with code ${code} before it was ready: ${output.trim().split('\n').pop()}`)));
-    child.stderr!.on('data', (chunk: Buffer) => {
+    child.once('exit', failed);
+    const onOutput = (chunk: Buffer) => {
       output += chunk.toString();
-      if (output.includes('Server is ready')) {
-        child.removeAllListeners('exit');
-        resolve(child);
-      }
-    });
+      if (!output.includes('Server is ready')) return;
+      child.off('exit', failed); // only this listener: stopServer's comes later, and the log goes on (shutdown lines)
+      child.stderr!.off('data', onOutput);
+      child.stderr!.resume(); // keep reading the log, or a full pipe would block the server
+      resolve(child);
+    };
+    child.stderr!.on('data', onOutput);
   });
 }
 
