@@ -15,6 +15,8 @@ import { replayCommand, runScenarioCommand } from './run-commands.js';
 import type { DomainCommand } from '../domains/domain.js';
 import { domains } from '../domains/index.js';
 import { sweepCommand } from './sweep-command.js';
+import { workerCommand } from './worker-command.js';
+import { DEFAULT_CLUSTER } from '../cluster/nats.js';
 
 const integer = (name: string) => (value: string) => {
   const n = Number(value);
@@ -28,6 +30,7 @@ const number = (name: string) => (value: string) => {
 };
 const backendOption = () => new Option('--backend <name>', 'compute backend').choices(BACKEND_CHOICES).default('auto');
 const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers')).default(1);
+const clusterOption = () => new Option('--cluster <name>', 'cluster name: the NATS subjects\' prefix, which keeps runs sharing a server apart').default(DEFAULT_CLUSTER);
 const storageOption = () => new Option('--weights <storage>', 'device storage of weight matrices (default: as stored in the file)').choices(['f32', 'f16']);
 
 const program = new Command('populora').description('Population self-play of LoRA adapters on WebGPU').option('--verbose', 'print the stack trace of an error').showHelpAfterError();
@@ -121,7 +124,18 @@ program
   .option('--resume <dir>', 'continue a crashed run from its last checkpoint')
   .option('--overwrite', 'replace an earlier run in the --out folder')
   .addOption(verifierWorkersOption())
+  .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (README, "Cluster")')
+  .addOption(clusterOption())
   .action(runCommand(runScenarioCommand));
+program
+  .command('worker')
+  .description('a worker of runs over NATS, for one scenario (it refuses a coordinator running another): serves until SIGINT or SIGTERM')
+  .argument('<scenario>', 'the scenario file the coordinator runs')
+  .requiredOption('--nats <url>', 'the NATS server, e.g. nats://host:4222 (credentials from the environment: README, "Cluster")')
+  .option('--verifier', 'verify proposals and answers for the coordinator (the verifier workers\' queue group)')
+  .option('--threads <n>', 'verifier threads or sandbox processes (default: one per core)', integer('--threads'))
+  .addOption(clusterOption())
+  .action(runCommand(workerCommand));
 program
   .command('sweep')
   .description('a base scenario and a grid of overrides: every run as an ordinary run folder, N processes at a time, with sweep.json listing them; validated (and its compute compared) before anything runs')

@@ -2,6 +2,7 @@
 // bare stack trace; `--verbose` adds the stack, for a bug report.
 
 import type { Command } from 'commander';
+import { ClusterError } from '../cluster/nats.js';
 import { DeviceLimitError } from '../model/device-fit.js';
 import { ModelFormatError } from '../model/errors.js';
 import { ReportError } from '../report/report.js';
@@ -15,7 +16,7 @@ import { UsageError } from './usage-error.js';
 export { UsageError };
 
 /** Errors whose message says all a user needs; anything else is unexpected, a bug to report. */
-const USER_ERRORS = [UsageError, ModelFormatError, DeviceLimitError, ScenarioError, EventLogError, ReportError, ExportError, RunFolderError, ActorFailure, RangeError];
+const USER_ERRORS = [UsageError, ClusterError, ModelFormatError, DeviceLimitError, ScenarioError, EventLogError, ReportError, ExportError, RunFolderError, ActorFailure, RangeError];
 
 export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
   return async (...args: A) => {

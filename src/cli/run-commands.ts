@@ -10,11 +10,12 @@ import { loadScenario, parseScenario } from '../scenario/scenario.js';
 import type { StepMetrics } from '../sim/metrics.js';
 import { describeEvent, replayRun } from '../sim/replay.js';
 import { runScenario } from '../sim/run.js';
+import { clusterRunOptions } from './cluster-options.js';
 import { UsageError } from './run-command.js';
 
 const percent = (x: number | null) => (x === null ? '  -  ' : `${(100 * x).toFixed(0).padStart(3)}%`);
 
-export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number }): Promise<void> {
+export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; nats?: string; cluster: string }): Promise<void> {
   if (options.resume && scenarioFile) throw new UsageError('give either a scenario or --resume DIR, not both (a resumed run uses the scenario recorded in its folder)');
   if (!options.resume && !scenarioFile) throw new UsageError('give a scenario file (e.g. scenarios/quickstart.yaml) or --resume DIR');
   const resumeDir = options.resume;
@@ -28,9 +29,12 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
   );
   console.log(`${resumeDir ? 'resuming' : 'running'} ${scenario.name}: ${scenario.steps} steps → ${outDir}`);
   const history: StepMetrics[] = [];
+  const cluster = options.nats ? await clusterRunOptions(scenario, options.nats, options.cluster) : null;
+  if (options.nats) console.log(`over NATS at ${options.nats} (cluster ${options.cluster})`);
   const stop = stopOnSignals();
   try {
     const result = await runScenario(scenario, {
+      ...(cluster ? { transport: cluster.transport, verifierPool: cluster.verifierPool } : {}),
       outDir,
       resume: Boolean(resumeDir),
       overwrite: options.overwrite,
@@ -56,6 +60,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
     throw error;
   } finally {
     stop.dispose();
+    await cluster?.close();
   }
 }
 

@@ -85,6 +85,8 @@ export interface RequestPolicy {
  */
 export async function requestReply<T>(nc: NatsConnection, subject: string, payload: unknown, policy: RequestPolicy, what: string): Promise<T> {
   const data = encode(payload);
+  const maxPayload = nc.info?.max_payload;
+  if (maxPayload !== undefined && data.length > maxPayload) throw new ClusterError(`${what}: ${data.length} bytes, over the NATS server's max_payload of ${maxPayload} bytes; raise max_payload in the server's configuration (at most 64 MB)`);
   let lastError: unknown = null;
   for (let attempt = 0; attempt < policy.tries; attempt++) {
     try {
