@@ -17,7 +17,7 @@ import { checkpointDir, STATE_FILE } from '../src/sim/checkpoints.js';
 import { slotCount } from '../src/sim/population.js';
 import { runScenario, type RunOptions } from '../src/sim/run.js';
 import { parseScenario, type Scenario } from '../src/scenario/scenario.js';
-import { natsServerAvailable } from './nats-available.js';
+import { natsInstalled } from './nats.js';
 
 const base = `
 name: cluster-test
@@ -47,7 +47,7 @@ interface Cluster {
   stop(): Promise<void>;
 }
 
-describe.skipIf(!natsServerAvailable())('the engine sharded over NATS', () => {
+describe.skipIf(!natsInstalled)('the engine sharded over NATS', () => {
   let server: LocalNatsServer;
   let coordinator: NatsConnection;
   const names = subjects('test-engine');

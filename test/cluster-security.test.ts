@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalNatsServer, type LocalNatsServer } from '../src/cluster/local-server.js';
 import { ClusterError, connectNats, natsOptions, subjects } from '../src/cluster/nats.js';
-import { natsServerAvailable } from './nats-available.js';
+import { natsInstalled } from './nats.js';
 
 describe('NATS connection settings', () => {
   it('refuse credentials in the URL, and name a missing credentials or TLS file', () => {
@@ -32,7 +32,7 @@ describe('NATS connection settings', () => {
   });
 });
 
-describe.skipIf(!natsServerAvailable())('a token-protected NATS server', () => {
+describe.skipIf(!natsInstalled)('a token-protected NATS server', () => {
   let server: LocalNatsServer;
   beforeAll(async () => {
     server = await startLocalNatsServer(['--auth', 's3cret-token']);

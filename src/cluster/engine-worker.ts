@@ -10,6 +10,7 @@ import { LocalEngineCore } from '../engine/core.js';
 import { buildModel, coreSettings, type ModelParts } from '../sim/population.js';
 import type { Scenario } from '../scenario/scenario.js';
 import { SCRATCH_SLOTS, type EngineReplies, type EngineRequest } from './engine-protocol.js';
+import { exact, unpackExact, type Exact } from './exact.js';
 import { RefusedError, serve, type NatsConnection, type Subjects } from './nats.js';
 
 export interface EngineWorkerOptions {
@@ -90,7 +91,9 @@ export function startEngineWorker(nc: NatsConnection, subjects: Subjects, option
     }
   };
 
-  const servers = [serve(nc, subjects.engineJoin, handle), serve(nc, subjects.engine(options.id), handle)];
+  // every value as sent: -0 and lone surrogates survive msgpack (exact.ts)
+  const handleExact = async (request: Exact<EngineRequest>) => exact(await handle(unpackExact(request)), `engine worker ${options.id}'s reply`);
+  const servers = [serve(nc, subjects.engineJoin, handleExact), serve(nc, subjects.engine(options.id), handleExact)];
   return {
     id: options.id,
     close: async () => {

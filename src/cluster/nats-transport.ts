@@ -9,10 +9,10 @@
 // copy equal, value for value, or refuses a message that is not plain data.
 
 import { randomUUID } from 'node:crypto';
-import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { Message, Transport } from '../runtime/transport.js';
 import { exact, unpackExact, type Exact } from './exact.js';
-import { decode, encode, requestReply, type Reply, type RequestPolicy, type Subjects } from './nats.js';
+import { NO_REPLY, requestReply, serve, type RequestPolicy, type Subjects } from './nats.js';
 
 /** What travels on an actor's subject. `transport` keeps two runs that share a cluster name out of each other's mailboxes. */
 interface Delivery {
@@ -22,7 +22,7 @@ interface Delivery {
 }
 
 export class NatsTransport implements Transport {
-  private readonly subscriptions = new Map<string, Subscription>(); // by actor name
+  private readonly subscriptions = new Map<string, { stop(): void }>(); // by actor name
   private readonly owners = new Map<string, string>(); // subject → actor name: two names must not share a subject
   private readonly id = randomUUID(); // names this transport on the wire only; never part of a run's data
   private sequence = 0;
@@ -40,22 +40,14 @@ export class NatsTransport implements Transport {
     this.owners.set(subject, name);
     let state = initialState;
     let handledSeq = 0; // the last delivery number this actor handled
-    const receive = (error: Error | null, msg: Msg) => {
-      if (error) return; // the subscription ended (close, or the connection closed)
-      const delivery = decode<Delivery>(msg.data);
-      if (delivery.transport !== this.id) return; // another run's delivery to an actor of the same name
-      let reply: Reply<null> = { ok: true, value: null };
-      if (delivery.seq > handledSeq) {
-        handledSeq = delivery.seq; // before the handler: a retry of a delivery that threw does not run it again
-        try {
-          state = handle(state, unpackExact(delivery.message));
-        } catch (thrown) {
-          reply = { ok: false, error: (thrown as Error)?.message ?? String(thrown) };
-        }
-      }
-      msg.respond(encode(reply));
+    const receive = (delivery: Delivery): null | typeof NO_REPLY => {
+      if (delivery.transport !== this.id) return NO_REPLY; // another run's delivery to an actor of the same name
+      if (delivery.seq <= handledSeq) return null; // a retry of a delivery handled already
+      handledSeq = delivery.seq; // before the handler: a retry of a delivery that threw does not run it again
+      state = handle(state, unpackExact(delivery.message)); // a throw is the reply's error
+      return null;
     };
-    this.subscriptions.set(name, this.nc.subscribe(subject, { callback: receive }));
+    this.subscriptions.set(name, serve(this.nc, subject, receive));
   }
 
   has(name: string): boolean {
@@ -71,7 +63,7 @@ export class NatsTransport implements Transport {
 
   /** Ends the subscriptions; the connection is its owner's to close. */
   close(): void {
-    for (const subscription of this.subscriptions.values()) subscription.unsubscribe();
+    for (const subscription of this.subscriptions.values()) subscription.stop();
     this.subscriptions.clear();
     this.owners.clear();
   }

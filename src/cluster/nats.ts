@@ -15,7 +15,7 @@
 //   POPULORA_NATS_TLS_CA, POPULORA_NATS_TLS_CERT, POPULORA_NATS_TLS_KEY   files; with any of them the connection is TLS
 
 import { existsSync, readFileSync } from 'node:fs';
-import { connect, credsAuthenticator, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+import { connect, credsAuthenticator, nuid, type ConnectionOptions, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { Packr } from 'msgpackr';
 
 export type { NatsConnection } from '@nats-io/transport-node';
@@ -82,19 +82,41 @@ export interface RequestPolicy {
  * A request that is retried when its reply does not come (no responder yet, a lost reply, a server restart).
  * Only for idempotent requests: a responder that sees a request twice must answer it the same way (see
  * remote-engine.ts: state-changing requests carry an operation number the worker remembers).
+ *
+ * Payloads over the server's max_payload (1 MiB by default; an adapter's state is often more) travel in parts:
+ * a large request is sent part by part, then asked for by its transfer id; a large reply comes back as a transfer
+ * id whose parts are fetched one by one. Parts go to the same subject, so only a subject with one responder (an
+ * engine worker's) may carry them: a queue group's parts could reach different members.
  */
 export async function requestReply<T>(nc: NatsConnection, subject: string, payload: unknown, policy: RequestPolicy, what: string): Promise<T> {
+  const ask = async <R>(data: Uint8Array): Promise<R> => {
+    const reply = decode<Reply<R>>(await requestBytes(nc, subject, data, policy, what));
+    if (reply.ok) return reply.value;
+    throw new (reply.refused ? RefusedError : RemoteError)(`${what}: ${reply.error}`);
+  };
   const data = encode(payload);
-  const maxPayload = nc.info?.max_payload;
-  if (maxPayload !== undefined && data.length > maxPayload) throw new ClusterError(`${what}: ${data.length} bytes, over the NATS server's max_payload of ${maxPayload} bytes; raise max_payload in the server's configuration (at most 64 MB)`);
+  let reply: T | { [TRANSFER]: Transfer };
+  if (data.length <= partLimit(nc)) reply = await ask(data);
+  else {
+    const size = partSize(nc);
+    const transfer = { id: nuid.next(), count: Math.ceil(data.length / size) };
+    for (let index = 0; index < transfer.count; index++) await ask(encode({ [UPLOAD]: { ...transfer, index, bytes: data.subarray(index * size, (index + 1) * size) } }));
+    reply = await ask(encode({ [ASSEMBLE]: transfer }));
+  }
+  if (!isTransfer(reply)) return reply;
+  const { id, count } = reply[TRANSFER];
+  const parts: Uint8Array[] = [];
+  for (let index = 0; index < count; index++) parts.push(await ask<Uint8Array>(encode({ [DOWNLOAD]: { id, index } })));
+  return decode<T>(Buffer.concat(parts));
+}
+
+/** One request's bytes, tried `policy.tries` times. */
+async function requestBytes(nc: NatsConnection, subject: string, data: Uint8Array, policy: RequestPolicy, what: string): Promise<Uint8Array> {
   let lastError: unknown = null;
   for (let attempt = 0; attempt < policy.tries; attempt++) {
     try {
-      const reply = decode<Reply<T>>((await nc.request(subject, data, { timeout: policy.deadlineMs })).data);
-      if (reply.ok) return reply.value;
-      throw new (reply.refused ? RefusedError : RemoteError)(`${what}: ${reply.error}`);
+      return (await nc.request(subject, data, { timeout: policy.deadlineMs })).data;
     } catch (error) {
-      if (error instanceof ClusterError) throw error;
       lastError = error;
       if (nc.isClosed()) break;
       await nc.flush().catch(() => undefined); // waits out a reconnection before the next try
@@ -103,21 +125,86 @@ export async function requestReply<T>(nc: NatsConnection, subject: string, paylo
   throw new NoReplyError(`${what}: no reply on ${subject} after ${policy.tries} tries of ${policy.deadlineMs} ms (${(lastError as Error)?.message ?? 'no responder'})`);
 }
 
-/** Answers requests on `subject` (in a queue group when `queue` is given) with `handle`'s value or its error. */
-export function serve<Req, Res>(nc: NatsConnection, subject: string, handle: (request: Req) => Promise<Res> | Res, queue?: string): { stop(): void; done: Promise<void> } {
-  const subscription = nc.subscribe(subject, queue ? { queue } : {});
-  const done = (async () => {
-    for await (const message of subscription) {
-      let reply: Reply<Res>;
-      try {
-        reply = { ok: true, value: await handle(decode<Req>(message.data)) };
-      } catch (error) {
-        reply = { ok: false, error: (error as Error)?.message ?? String(error), ...(error instanceof RefusedError ? { refused: true } : {}) };
+const [UPLOAD, ASSEMBLE, DOWNLOAD, TRANSFER] = ['$upload', '$assemble', '$download', '$transfer'] as const;
+interface Transfer {
+  id: string;
+  count: number;
+}
+const isTransfer = (value: unknown): value is { [TRANSFER]: Transfer } => typeof value === 'object' && value !== null && TRANSFER in value;
+
+/** The most bytes one message carries here: the server's max_payload, less room for the envelope. */
+const partLimit = (nc: NatsConnection) => (nc.info?.max_payload ?? 1024 * 1024) - 4096;
+/** A part's bytes: a part and its envelope stay under partLimit. */
+const partSize = (nc: NatsConnection) => partLimit(nc) - 1024;
+
+/** Transfers a responder keeps (large requests being uploaded, large replies being fetched): older ones are dropped. */
+const KEPT_TRANSFERS = 8;
+
+/** What a handler returns to leave a request unanswered (it was meant for another run's responder). */
+export const NO_REPLY = Symbol('no reply');
+
+/**
+ * Answers requests on `subject` (in a queue group when `queue` is given) with `handle`'s value or its error, one
+ * request at a time, in arrival order.
+ */
+export function serve<Req, Res>(nc: NatsConnection, subject: string, handle: (request: Req) => Promise<Res | typeof NO_REPLY> | Res | typeof NO_REPLY, queue?: string): { stop(): void; done: Promise<void> } {
+  const uploads = new Map<string, Uint8Array[]>();
+  const downloads = new Map<string, Uint8Array>();
+  const keep = <V>(map: Map<string, V>, id: string, value: V) => {
+    map.set(id, value);
+    if (map.size > KEPT_TRANSFERS) map.delete(map.keys().next().value!);
+  };
+  const answer = async (data: Uint8Array): Promise<unknown> => {
+    const request = decode<Record<string, unknown>>(data);
+    if (typeof request === 'object' && request !== null) {
+      if (UPLOAD in request) {
+        const { id, index, count, bytes } = request[UPLOAD] as Transfer & { index: number; bytes: Uint8Array };
+        if (!uploads.has(id)) keep(uploads, id, new Array<Uint8Array>(count));
+        uploads.get(id)![index] = bytes;
+        return null;
       }
-      message.respond(encode(reply));
+      if (ASSEMBLE in request) {
+        const { id, count } = request[ASSEMBLE] as Transfer;
+        const parts = uploads.get(id);
+        if (!parts || parts.filter(Boolean).length !== count) throw new Error(`transfer ${id}: parts are missing (sent to a queue group, or dropped after ${KEPT_TRANSFERS} newer transfers)`);
+        uploads.delete(id);
+        return handle(decode<Req>(Buffer.concat(parts)));
+      }
+      if (DOWNLOAD in request) {
+        const { id, index } = request[DOWNLOAD] as { id: string; index: number };
+        const bytes = downloads.get(id);
+        if (!bytes) throw new Error(`transfer ${id}: no such reply kept here (dropped after ${KEPT_TRANSFERS} newer ones)`);
+        const size = partSize(nc);
+        return bytes.subarray(index * size, (index + 1) * size);
+      }
     }
-  })();
-  return { stop: () => subscription.unsubscribe(), done };
+    return handle(request as Req);
+  };
+  const respond = async (message: Msg) => {
+    let reply: Reply<unknown>;
+    try {
+      const value = await answer(message.data);
+      if (value === NO_REPLY) return;
+      reply = { ok: true, value };
+    } catch (error) {
+      reply = { ok: false, error: (error as Error)?.message ?? String(error), ...(error instanceof RefusedError ? { refused: true } : {}) };
+    }
+    let bytes = encode(reply);
+    if (bytes.length > partLimit(nc)) {
+      const id = nuid.next();
+      keep(downloads, id, encode((reply as { value: unknown }).value));
+      bytes = encode({ ok: true, value: { [TRANSFER]: { id, count: Math.ceil(downloads.get(id)!.length / partSize(nc)) } } });
+    }
+    message.respond(bytes);
+  };
+  let queued = Promise.resolve(); // one request at a time, in arrival order
+  const subscription = nc.subscribe(subject, {
+    ...(queue ? { queue } : {}),
+    callback: (error, message) => {
+      if (!error) queued = queued.then(() => respond(message));
+    },
+  });
+  return { stop: () => subscription.unsubscribe(), done: subscription.closed.then(() => queued) };
 }
 
 /** A worker's refusal of a coordinator (another scenario): final, the asker does not try another worker. */

@@ -18,6 +18,7 @@ import type { LoraAdapter } from '../model/peft.js';
 import { joinSlotStates, slotStateOf, type AdamWState } from '../train/adamw.js';
 import type { RlSample } from '../train/steps.js';
 import { shardOf, shardSlots, type Assignment, type EngineReplies, type EngineRequest } from './engine-protocol.js';
+import { exact, unpackExact, type Exact } from './exact.js';
 import { ClusterError, decode, encode, NoReplyError, requestReply, type NatsConnection, type Reply, type RequestPolicy, type Subjects } from './nats.js';
 
 export interface RemoteEngineOptions {
@@ -66,12 +67,12 @@ export class RemoteEngineCore implements EngineCore {
   private async discover(wanted: number): Promise<string[]> {
     const tries = Math.max(1, Math.ceil(this.options.deadlineMs / 1000));
     for (let attempt = 0; attempt < tries; attempt++) {
-      const replies = await this.nc.requestMany(this.subjects.engineJoin, encode({ type: 'join', scenarioHash: this.options.scenarioHash }), { maxWait: 1000 });
+      const replies = await this.nc.requestMany(this.subjects.engineJoin, encode(exact({ type: 'join', scenarioHash: this.options.scenarioHash }, 'join')), { maxWait: 1000 });
       for await (const message of replies) {
         if (message.data.length === 0) continue; // the "no responders" status message
-        const reply = decode<Reply<EngineReplies['join']>>(message.data);
+        const reply = decode<Reply<Exact<EngineReplies['join']>>>(message.data);
         if (!reply.ok) throw new ClusterError(`an engine worker refused the coordinator: ${reply.error}`);
-        this.live.add(reply.value.worker);
+        this.live.add(unpackExact(reply.value).worker);
       }
       if (this.live.size >= wanted) return [...this.live].sort();
     }
@@ -83,7 +84,8 @@ export class RemoteEngineCore implements EngineCore {
     for (;;) {
       const worker = this.holder[shard]!;
       try {
-        return await requestReply<EngineReplies[K]>(this.nc, this.subjects.engine(worker), { ...request, scenarioHash: this.options.scenarioHash }, this.policy, `engine worker ${worker} (shard ${shard}, ${request.type})`);
+        const what = `engine worker ${worker} (shard ${shard}, ${request.type})`;
+        return unpackExact(await requestReply<Exact<EngineReplies[K]>>(this.nc, this.subjects.engine(worker), exact({ ...request, scenarioHash: this.options.scenarioHash }, what), this.policy, what));
       } catch (error) {
         if (!(error instanceof NoReplyError)) throw error;
         await this.lose(worker, error.message);
@@ -198,7 +200,7 @@ export class RemoteEngineCore implements EngineCore {
 
   /** Frees the shards on their workers (a worker that does not answer is not waited for). */
   async close(): Promise<void> {
-    const release = (worker: string, shard: number) => requestReply(this.nc, this.subjects.engine(worker), { type: 'release', shard, scenarioHash: this.options.scenarioHash }, { deadlineMs: this.options.deadlineMs, tries: 1 }, 'release');
+    const release = (worker: string, shard: number) => requestReply(this.nc, this.subjects.engine(worker), exact({ type: 'release', shard, scenarioHash: this.options.scenarioHash }, 'release'), { deadlineMs: this.options.deadlineMs, tries: 1 }, 'release');
     await Promise.all(this.holder.map((worker, shard) => release(worker, shard).catch(() => undefined)));
   }
 }
