@@ -114,15 +114,19 @@ async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, option
     const { rows, lora } = model.uploadRows(decodeBatch(s, running), cache, options.bank);
     const params = b.uploadSampleRows(sampleRows(s, running));
     const history = b.uploadI32(new Int32Array(steps * M), [steps, M]);
-    for (let step = 0; step < steps; step++) {
-      const logits = prefill ? model.forward(prefill, cache, options.bank) : model.forwardRows(rows, cache, lora);
-      prefill = null;
-      b.sampleStep(logits, params, step, history, rows);
-      b.free(logits);
-      b.submit(); // the device runs this step while the host records the next
+    let tokens: Int32Array;
+    try {
+      for (let step = 0; step < steps; step++) {
+        const logits = prefill ? model.forward(prefill, cache, options.bank) : model.forwardRows(rows, cache, lora);
+        prefill = null;
+        b.sampleStep(logits, params, step, history, rows);
+        b.free(logits);
+        b.submit(); // the device runs this step while the host records the next
+      }
+      tokens = await b.readI32(history);
+    } finally {
+      [rows.packed.whole, params, history].forEach((t) => b.free(t));
     }
-    const tokens = await b.readI32(history);
-    [rows.packed.whole, params, history].forEach((t) => b.free(t));
     for (let step = 0; step < steps; step++) {
       running.forEach((i, m) => s.finish[i] === null && accept(s, i, tokens[step * M + m]!, options.onToken));
     }
