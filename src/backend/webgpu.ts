@@ -1,5 +1,6 @@
 // The WebGPU backend: each op of backend.ts is one dispatch of a WGSL kernel from kernels/, recorded into one
-// command encoder (webgpu-recorder.ts) and submitted only when the host reads: once per step.
+// command encoder (webgpu-recorder.ts) and submitted when the host reads (the per-token loop: once per step) or
+// calls submit() (the device-resident decode loop: each step, with a read every few steps).
 //
 // Memory: tensors live in pooled buffers (free() returns a buffer to the pool of its size class). Weights are
 // [rows, cols] matrices stored as u32 words: f32 bits, or two halves a word (f16), each row padded to an even
