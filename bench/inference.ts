@@ -1,11 +1,13 @@
 // Inference throughput: prefill and decode tokens/s at batch 1, 8, 32 with 1, 8, 32 distinct LoRA adapters,
 // LoRA overhead over base-only, and achieved memory bandwidth in decode; the kernel dispatches of a decode step and
-// the host's time to record them (the forward call itself: it only encodes), per dispatch. Prints a table; writes
-// JSON.
+// the host's time to record them (the forward call itself: it only encodes), per dispatch. Then decode through
+// generate() with the host loop (a readback per token) and the device loop (a readback per --steps-per-read
+// tokens), in alternating rounds. Prints tables; writes JSON.
 //
 //   node dist/bench/inference.js [--preset bench-small|qwen2.5-0.5b-shape] [--backend webgpu|cpu] [--weights f16|f32]
 //                                [--prompt 16] [--decode 8] [--rank 16] [--peak-gbs N] [--out bench/results/inference.json]
 //                                [--shapes 1x1,8x8,...]   (batch x distinct adapters; default: all six)
+//                                [--loop-rounds 3] [--loop-decode 32] [--steps-per-read 16]   (0 rounds: no loop table)
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -14,6 +16,7 @@ import type { Backend, WeightStorage } from '../src/backend/backend.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import { randomModel } from '../src/model/checkpoint.js';
 import type { LlamaConfig } from '../src/model/config.js';
+import { DEFAULT_STEPS_PER_READ, generate, type DecodeLoop } from '../src/model/generate.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, loraModuleShape, randomAdapter } from '../src/model/peft.js';
@@ -32,6 +35,9 @@ const { values: args } = parseArgs({
     'peak-gbs': { type: 'string' },
     out: { type: 'string', default: 'bench/results/inference.json' },
     shapes: { type: 'string', default: ALL_SHAPES },
+    'loop-rounds': { type: 'string', default: '3' },
+    'loop-decode': { type: 'string', default: '32' },
+    'steps-per-read': { type: 'string', default: String(DEFAULT_STEPS_PER_READ) },
   },
 });
 const SHAPES = args.shapes!.split(',').map((shape) => {
@@ -102,6 +108,65 @@ async function measure(model: LlamaModel, bank: LoraBank | undefined, batch: num
   };
 }
 
+interface LoopRow {
+  batch: number;
+  adapters: number;
+  decodeTokensPerS: Record<DecodeLoop, number[]>; // one per round
+  dispatchesPerToken: Record<DecodeLoop, number>;
+}
+
+/**
+ * Decode through generate(): a call with 1 + steps new tokens less one with 1 (the prefill and the first token),
+ * per token generated, and the dispatches between the two.
+ */
+async function generateDecode(model: LlamaModel, bank: LoraBank | undefined, batch: number, adapters: number, promptLen: number, steps: number, loop: DecodeLoop, stepsPerRead: number) {
+  const V = model.config.vocabSize;
+  const requests = (maxTokens: number) =>
+    Array.from({ length: batch }, (_, s) => ({ requestId: s, prompt: Array.from({ length: promptLen }, (_, i) => (s * 31 + i) % V), adapter: adapters === 0 ? -1 : s % adapters, maxTokens, seed: 5, temperature: 0.8 }));
+  const timed = async (maxTokens: number) => {
+    const [start, dispatches] = [performance.now(), model.backend.dispatches()];
+    await generate(model, requests(maxTokens), { bank, loop, stepsPerRead });
+    return { ms: performance.now() - start, dispatches: model.backend.dispatches() - dispatches };
+  };
+  const [first, all] = [await timed(1), await timed(1 + steps)];
+  return { tokensPerS: (batch * steps) / ((all.ms - first.ms) / 1000), dispatchesPerToken: (all.dispatches - first.dispatches) / steps };
+}
+
+/** Each shape's generate() decode with both loops, `rounds` times, the loops' order alternating round by round. */
+async function compareLoops(model: LlamaModel, bank: LoraBank, promptLen: number, steps: number, rounds: number, stepsPerRead: number): Promise<LoopRow[]> {
+  const shapes = SHAPES.flatMap(([batch, adapters], i) => (SHAPES.findIndex(([b]) => b === batch) === i ? [[batch, 0], [batch, adapters]] : [[batch, adapters]]));
+  const rows = shapes.map(([batch, adapters]): LoopRow => ({ batch: batch!, adapters: adapters!, decodeTokensPerS: { host: [], device: [] }, dispatchesPerToken: { host: 0, device: 0 } }));
+  for (const row of rows) for (const loop of ['host', 'device'] as const) await generateDecode(model, bank, row.batch, row.adapters, promptLen, 1, loop, stepsPerRead); // warm-up
+  for (let round = 0; round < rounds; round++) {
+    for (const row of rows) {
+      for (const loop of round % 2 === 0 ? (['host', 'device'] as const) : (['device', 'host'] as const)) {
+        const r = await generateDecode(model, bank, row.batch, row.adapters, promptLen, steps, loop, stepsPerRead);
+        row.decodeTokensPerS[loop].push(r.tokensPerS);
+        row.dispatchesPerToken[loop] = r.dispatchesPerToken;
+      }
+    }
+    console.error(`  loop round ${round + 1} of ${rounds}`);
+  }
+  return rows;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const half = sorted.length / 2;
+  return Number.isInteger(half) ? (sorted[half - 1]! + sorted[half]!) / 2 : sorted[Math.floor(half)]!;
+}
+
+function printLoops(rows: LoopRow[], steps: number, stepsPerRead: number): void {
+  console.log(`\ngenerate() decode, ${steps} tokens a request after the first (temperature 0.8): the host loop reads each token back, the device loop every ${stepsPerRead}; tok/s: median (each round)`);
+  console.log('| batch | adapters | host loop tok/s | device loop tok/s | device / host (medians) | device / host (median of the rounds\' ratios) | dispatches/token, host / device |');
+  console.log('|---:|---:|---|---|---:|---:|---:|');
+  for (const r of rows) {
+    const [host, device] = [r.decodeTokensPerS.host, r.decodeTokensPerS.device];
+    const shown = (values: number[]) => `${median(values).toFixed(1)} (${values.map((v) => v.toFixed(1)).join(', ')})`;
+    console.log(`| ${r.batch} | ${r.adapters || 'base'} | ${shown(host)} | ${shown(device)} | ${(median(device) / median(host)).toFixed(2)}x | ${median(device.map((d, i) => d / host[i]!)).toFixed(2)}x | ${r.dispatchesPerToken.host.toFixed(1)} / ${r.dispatchesPerToken.device.toFixed(1)} |`);
+  }
+}
+
 /** Streaming bandwidth of the device: acc += x over 2 × 32 MiB (reads 8 bytes, writes 4 per element). */
 async function streamingGBPerS(b: Backend): Promise<number> {
   const n = 8 * 1024 * 1024;
@@ -125,7 +190,8 @@ async function main() {
   const storage = args.weights as WeightStorage;
   const backend = await openBackend(args.backend as BackendChoice);
   try {
-    const model = LlamaModel.upload(backend, config, randomModel(config, 1), { storage, maxContext: promptLen + 1 + steps });
+    const [loopRounds, loopSteps, stepsPerRead] = [Number(args['loop-rounds']), Number(args['loop-decode']), Number(args['steps-per-read'])];
+    const model = LlamaModel.upload(backend, config, randomModel(config, 1), { storage, maxContext: promptLen + 1 + Math.max(steps, loopRounds > 0 ? loopSteps : 0) });
     const maxAdapters = Math.max(...SHAPES.map(([, a]) => a));
     const bank = new LoraBank(backend, config, maxAdapters, rank, LORA_MODULES);
     for (let slot = 0; slot < maxAdapters; slot++) bank.load(slot, randomAdapter(config, { rank, targets: [...LORA_MODULES], seed: slot, init: 'gaussian' }));
@@ -140,6 +206,7 @@ async function main() {
         console.error(`  measured batch ${batch}, adapters ${n}`);
       }
     }
+    const loops = loopRounds > 0 ? await compareLoops(model, bank, promptLen, loopSteps, loopRounds, stepsPerRead) : [];
     const streaming = await streamingGBPerS(backend);
     const peak = args['peak-gbs'] ? Number(args['peak-gbs']) : streaming;
     const baseOf = (batch: number) => rows.find((r) => r.batch === batch && r.adapters === 0)!;
@@ -152,8 +219,10 @@ async function main() {
       const overhead = r.adapters === 0 ? '—' : `${((r.decodeMsPerStep / baseOf(r.batch).decodeMsPerStep - 1) * 100).toFixed(1)}%`;
       console.log(`| ${r.batch} | ${r.adapters || 'base'} | ${r.prefillTokensPerS.toFixed(1)} | ${r.decodeTokensPerS.toFixed(1)} | ${r.decodeMsPerStep.toFixed(2)} | ${overhead} | ${r.decodeGBPerS.toFixed(2)} | ${((r.decodeGBPerS / peak) * 100).toFixed(1)}% | ${r.dispatchesPerStep} | ${r.hostUsPerDispatch.toFixed(1)} |`);
     }
+    if (loops.length > 0) printLoops(loops, loopSteps, stepsPerRead);
     mkdirSync(dirname(args.out!), { recursive: true });
-    writeFileSync(args.out!, JSON.stringify({ preset: args.preset, config, storage, rank, promptLen, steps, device: backend.deviceDescription, streamingGBPerS: streaming, peakGBPerS: peak, rows }, null, 2));
+    const loopFigures = { steps: loopSteps, stepsPerRead, rounds: loopRounds, rows: loops };
+    writeFileSync(args.out!, JSON.stringify({ preset: args.preset, config, storage, rank, promptLen, steps, device: backend.deviceDescription, streamingGBPerS: streaming, peakGBPerS: peak, rows, loops: loopFigures }, null, 2));
     console.log(`\nwrote ${args.out}`);
   } finally {
     backend.destroy();

@@ -4,11 +4,16 @@
 //   threshold is found by 24 bisection steps on [0, 1] (keep p_v >= mid while the kept mass is >= topP · total);
 //   the token is the first v, in index order, whose cumulative kept mass exceeds u · keptMass (else the last kept),
 //   u = 24-bit uniform from lowbias32 of (seed, requestId, position): independent of the batch (DESIGN.md rule 2).
+// In a device-resident decode loop (src/model/generate.ts) the same dispatch also feeds the next step: row m's
+// position is its RowParams position + step, its token goes to out[outAt + m] (a history of the loop's steps) and,
+// with `advance`, into the next forward's step rows: tokens[m] = token, positions[m] += 1. Nothing is read back.
 // Bindings: p: Params
 //           logits: [M, V] f32
 //           rows:   [M] RowParams (8 words each)
 //           mask:   [M, ceil(V / 32)] u32, bit v of row m set = token v allowed; read only when hasMask
-//           out:    [M] i32, the token (-1 when the mask allows nothing)
+//           out:    [outAt + M] i32, the token (-1 when the mask allows nothing)
+//           next:   the step rows (src/backend/backend.ts StepRows) whose tokens and positions sections start at
+//                   tokensAt and positionsAt; written only when advance
 // Dispatch: M workgroups of 256 threads (folded into (x, y) past 65535), one row each.
 //
 // Batch invariance: a row reads only its own logits, mask words and parameters. The argmax (with its index
@@ -20,13 +25,14 @@ const THREADS: u32 = 256u;
 const BISECTION_STEPS: u32 = 24u;
 const NONE: u32 = 0xffffffffu;
 
-struct Params { M: u32, V: u32, hasMask: u32 }
+struct Params { M: u32, V: u32, hasMask: u32, step: u32, outAt: u32, advance: u32, tokensAt: u32, positionsAt: u32 }
 struct RowParams { temperature: f32, topP: f32, seed: u32, requestId: u32, position: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read> rows: array<RowParams>;
 @group(0) @binding(3) var<storage, read> mask: array<u32>;
 @group(0) @binding(4) var<storage, read_write> out: array<i32>;
+@group(0) @binding(5) var<storage, read_write> next: array<i32>;
 
 var<workgroup> partialValue: array<f32, THREADS>;
 var<workgroup> partialIndex: array<u32, THREADS>;
@@ -62,6 +68,15 @@ fn allowed(m: u32, v: u32) -> bool {
 fn probability(m: u32, v: u32, maxLogit: f32, temperature: f32) -> f32 {
   if (!allowed(m, v)) { return 0.0; }
   return exp((logits[m * p.V + v] - maxLogit) / temperature);
+}
+
+// The row's token: into out and, in a decode loop, into the next step's input.
+fn emit(m: u32, token: i32) {
+  out[p.outAt + m] = token;
+  if (p.advance == 1u) {
+    next[p.tokensAt + m] = token;
+    next[p.positionsAt + m] += 1;
+  }
 }
 
 fn sumOverThreads(value: f32, lane: u32) -> f32 {
@@ -119,7 +134,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let mode = workgroupUniformLoad(&sharedMode);
   let temperature = mode.x;
   if (argmax == NONE || temperature <= 0.0) {
-    if (lane == 0u) { out[m] = select(i32(argmax), -1, argmax == NONE); }
+    if (lane == 0u) { emit(m, select(i32(argmax), -1, argmax == NONE)); }
     return;
   }
 
@@ -168,7 +183,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     totalKept += partialValue[i];
     if (partialIndex[i] != NONE) { fallback = partialIndex[i]; }
   }
-  let r = uniform01(row.seed, row.requestId, row.position) * totalKept;
+  let r = uniform01(row.seed, row.requestId, row.position + p.step) * totalKept;
   var cumulative = 0.0;
   for (var i = 0u; i < THREADS; i++) {
     if (cumulative + partialValue[i] <= r) { // the draw lies past this chunk
@@ -181,11 +196,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       if (pv > 0.0 && pv >= threshold) {
         cumulative += pv;
         if (cumulative > r) {
-          out[m] = i32(v);
+          emit(m, i32(v));
           return;
         }
       }
     }
   }
-  out[m] = i32(fallback);
+  emit(m, i32(fallback));
 }

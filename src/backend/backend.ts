@@ -156,6 +156,18 @@ export interface Backend {
   // mask (optional): u32 [M, ceil(V / 32)], bit v of row m set = token v allowed.
   sample(logits: Tensor, rows: readonly SampleRow[], mask?: Tensor): Tensor;
 
+  // ---- A device-resident decode loop (src/model/generate.ts): tokens stay on the device between readbacks. ----
+
+  // The rows' sampling parameters as a tensor [M, 8] u32 (sampling.ts packSampleRows), uploaded once for many steps.
+  uploadSampleRows(rows: readonly SampleRow[]): Tensor;
+  // sample() of one decode step with nothing read back: row m's token is drawn at position params[m].position + step
+  // and written to history[step, m] (history: i32 [steps, M]) and into the next forward's rows:
+  // next.tokens[m] = token, next.positions[m] += 1 (next has M tokens, row m's logits are logits[m]).
+  sampleStep(logits: Tensor, params: Tensor, step: number, history: Tensor, next: StepRows): void;
+  // Starts the work recorded so far without waiting for it (WebGPU: one queue submission), so the device runs a
+  // step while the host records the next; nothing on the CPU, whose ops run as they are called.
+  submit(): void;
+
   // ---- Fused ops of a decoder layer: one dispatch each on WebGPU, the ops above composed on the CPU. ----
   // Each computes r = x̂·Wᵀ + bias (+ LoRA) over the parts of op.w (LinearOp), then:
 

@@ -6,7 +6,7 @@
 
 import { assert, numel, type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage } from './backend.js';
 import { roundToF16 } from './half.js';
-import { sampleRow } from './sampling.js';
+import { packSampleRows, sampleRow, SAMPLE_ROW_WORDS } from './sampling.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor, type CpuTensor } from './cpu-tensor.js';
 import { cpuArena } from './cpu-arena.js';
 import * as attend from './cpu-attention.js';
@@ -22,6 +22,8 @@ export class CpuBackend implements Backend {
   private readonly simd: boolean;
   readonly viewAlignment = 4;
   readonly maxBindingBytes = Number.POSITIVE_INFINITY;
+  /** uploadSampleRows' rows as given: the packed words hold temperature and topP in f32, sample() reads them in f64. */
+  private readonly sampleRowsOf = new WeakMap<Tensor, readonly SampleRow[]>();
 
   constructor(options: { simd?: boolean } = {}) {
     this.simd = options.simd ?? true;
@@ -188,6 +190,26 @@ export class CpuBackend implements Backend {
     }
     return tensor(out, [M], 'i32');
   }
+
+  uploadSampleRows(rows: readonly SampleRow[]): Tensor {
+    const params = tensor(new Int32Array(packSampleRows(rows).buffer), [rows.length, SAMPLE_ROW_WORDS], 'u32');
+    this.sampleRowsOf.set(params, rows.map((r) => ({ ...r })));
+    return params;
+  }
+
+  sampleStep(logits: Tensor, params: Tensor, step: number, history: Tensor, next: StepRows): void {
+    const rows = this.sampleRowsOf.get(params);
+    assert(rows !== undefined, 'sampleStep: params must come from uploadSampleRows');
+    const M = rows.length;
+    const [past, tokens, positions] = [i32Of(history), i32Of(next.tokens), i32Of(next.positions)];
+    assert((step + 1) * M <= past.length && tokens.length === M, `sampleStep: step ${step} of ${M} rows overruns the history [${history.shape.join(', ')}] or the next step's ${tokens.length} tokens`);
+    const drawn = i32Of(this.sample(logits, rows.map((r) => ({ ...r, position: (r.position + step) >>> 0 }))));
+    past.set(drawn, step * M);
+    tokens.set(drawn);
+    for (let m = 0; m < M; m++) positions[m] = positions[m]! + 1;
+  }
+
+  submit(): void {}
 
   // Fused ops: the plain ops above, composed in the order the unfused model runs them (so the results are the
   // same bits as that sequence).

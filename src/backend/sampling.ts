@@ -5,6 +5,24 @@
 
 import type { SampleRow } from './backend.js';
 
+/** Words per row of a packed SampleRow (kernels/sample.wgsl's RowParams). */
+export const SAMPLE_ROW_WORDS = 8;
+
+/** Rows as sample.wgsl's RowParams: temperature, topP (f32 bits), seed, requestId, position, 3 words of padding. */
+export function packSampleRows(rows: readonly SampleRow[]): Uint32Array {
+  const words = new Uint32Array(rows.length * SAMPLE_ROW_WORDS);
+  const floats = new Float32Array(words.buffer);
+  rows.forEach((r, m) => {
+    const at = m * SAMPLE_ROW_WORDS;
+    floats[at] = r.temperature;
+    floats[at + 1] = r.topP;
+    words[at + 2] = r.seed >>> 0;
+    words[at + 3] = r.requestId >>> 0;
+    words[at + 4] = r.position >>> 0;
+  });
+  return words;
+}
+
 /** lowbias32 (Chris Wellons): a full-avalanche 32-bit integer mixer. */
 export function mix32(x: number): number {
   x ^= x >>> 16;

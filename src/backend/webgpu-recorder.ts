@@ -1,6 +1,6 @@
 // Records the WebGPU backend's work: every op appends a dispatch to one compute pass of the current command
 // encoder, uploads into live buffers become copies in the same encoder, and nothing is submitted until the host
-// reads (the one sync point of a step). Errors from Dawn are collected and thrown at that read, by name.
+// reads (the one sync point) or flushes. Errors from Dawn are collected and thrown at the next read, by name.
 
 import { layOut, type ParamLayout } from './kernel-params.js';
 import type { KernelLibrary } from './webgpu-device.js';

@@ -1,5 +1,6 @@
 // The WebGPU backend: each op of backend.ts is one dispatch of a WGSL kernel from kernels/, recorded into one
-// command encoder (webgpu-recorder.ts) and submitted only when the host reads: once per step.
+// command encoder (webgpu-recorder.ts) and submitted when the host reads (the per-token loop: once per step) or
+// calls submit() (the device-resident decode loop: each step, with a read every few steps).
 //
 // Memory: tensors live in pooled buffers (free() returns a buffer to the pool of its size class). Weights are
 // [rows, cols] matrices stored as u32 words: f32 bits, or two halves a word (f16), each row padded to an even
@@ -10,6 +11,7 @@ import {
   type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage,
 } from './backend.js';
 import { f16BitsToF32, f32ToF16Bits } from './half.js';
+import { packSampleRows, SAMPLE_ROW_WORDS } from './sampling.js';
 import { KernelLibrary, openDevice, releaseInstance } from './webgpu-device.js';
 import { BackwardKernels, type GpuTensor } from './webgpu-backward.js';
 import { EvolutionKernels } from './webgpu-evolution.js';
@@ -422,24 +424,39 @@ class WebGpuBackend implements Backend {
   }
 
   sample(logits: Tensor, rows: readonly SampleRow[], mask?: Tensor): Tensor {
-    const [M, V] = [rowsOf(logits), colsOf(logits)];
+    const M = rowsOf(logits);
     assert(rows.length === M, `sample: ${rows.length} parameter rows for ${M} logit rows`);
-    const params = new ArrayBuffer(M * 32); // RowParams of sample.wgsl: 8 words a row
-    const view = new DataView(params);
-    rows.forEach((r, m) => {
-      view.setFloat32(m * 32, r.temperature, true);
-      view.setFloat32(m * 32 + 4, r.topP, true);
-      view.setUint32(m * 32 + 8, r.seed >>> 0, true);
-      view.setUint32(m * 32 + 12, r.requestId >>> 0, true);
-      view.setUint32(m * 32 + 16, r.position >>> 0, true);
-    });
-    const rowParams = this.fill(new Uint32Array(params), [M, 8], 'u32');
-    const maskBinding = mask ? this.i32(mask, M * Math.ceil(V / 32), 'sample: mask') : { buffer: this.dummy };
+    const params = this.uploadSampleRows(rows);
     const out = this.output([M], 'i32');
-    const fields = { M, V, hasMask: mask ? 1 : 0 };
-    this.recorder.dispatch('sample', {}, fields, [this.f32(logits, 'sample: logits'), rowParams, maskBinding, out], M);
-    this.free(rowParams); // safe: a later reuse is ordered after this dispatch
+    this.dispatchSample(logits, params, mask, out, 0, 0);
+    this.free(params); // safe: a later reuse is ordered after this dispatch
     return out;
+  }
+
+  uploadSampleRows(rows: readonly SampleRow[]): Tensor {
+    return this.fill(packSampleRows(rows), [rows.length, SAMPLE_ROW_WORDS], 'u32');
+  }
+
+  sampleStep(logits: Tensor, params: Tensor, step: number, history: Tensor, next: StepRows): void {
+    const M = rowsOf(logits);
+    if (numel(next.tokens.shape) !== M || (step + 1) * M > numel(history.shape)) {
+      assert(false, `sampleStep: step ${step} of ${M} rows overruns the history ${describeShape(history.shape)} or the next step's ${numel(next.tokens.shape)} tokens`);
+    }
+    this.dispatchSample(logits, params, undefined, this.i32(history, numel(history.shape), 'sampleStep: history'), step * M, step, next);
+  }
+
+  submit(): void {
+    this.recorder.flush();
+  }
+
+  /** One dispatch of kernels/sample.wgsl: tokens to out[outAt + m]; with `next`, into a decode loop's next step. */
+  private dispatchSample(logits: Tensor, params: Tensor, mask: Tensor | undefined, out: GpuTensor, outAt: number, step: number, next?: StepRows): void {
+    const [M, V] = [rowsOf(logits), colsOf(logits)];
+    const rowParams = this.i32(params, M * SAMPLE_ROW_WORDS, 'sample: row parameters');
+    const maskBinding = mask ? this.i32(mask, M * Math.ceil(V / 32), 'sample: mask') : { buffer: this.dummy };
+    const nextBinding = next ? this.i32(next.packed.whole, numel(next.packed.whole.shape), 'sampleStep: next step rows') : { buffer: this.dummyOut[0] };
+    const fields = { M, V, hasMask: mask ? 1 : 0, step, outAt, advance: next ? 1 : 0, tokensAt: next?.at.tokens ?? 0, positionsAt: next?.at.positions ?? 0 };
+    this.recorder.dispatch('sample', {}, fields, [this.f32(logits, 'sample: logits'), rowParams, maskBinding, out, nextBinding], M);
   }
 
   // ---- fused ops (kernels/linear.wgsl) ----

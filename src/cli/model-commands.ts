@@ -68,7 +68,8 @@ export async function generateCommand(options: ModelOptions & { prompt: string; 
     const stopTokens = [...model.config.eosTokenIds, ...(tokenizer.eosTokenId === null ? [] : [tokenizer.eosTokenId])];
     const request = { requestId: 0, prompt, adapter: slot, maxTokens: options.maxTokens, seed: options.seed, temperature: options.temperature, topP: options.topP, stopTokens, stopStrings: options.stop };
     process.stdout.write(options.prompt);
-    await generateText(model, tokenizer, [request], { bank, onText: (_, piece) => process.stdout.write(piece) });
+    // One readback a token, so the text streams as it is sampled (the device loop's default reads every 16).
+    await generateText(model, tokenizer, [request], { bank, stepsPerRead: 1, onText: (_, piece) => process.stdout.write(piece) });
     process.stdout.write('\n');
   });
 }

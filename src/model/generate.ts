@@ -1,10 +1,18 @@
 // Batched generation with a KV cache: one prefill call over every prompt, then one decode call per step for
-// all sequences still running. Tokens are sampled on the device and read back once per step.
+// all sequences still running. Two loops produce the same tokens:
+// - the device loop (default): a sampled token stays on the device and is the next step's input (Backend.sampleStep
+//   writes it into the step rows the next forward reads); the host reads the tokens back every `stepsPerRead`
+//   steps. A request that ends inside such a run (a stop token, onToken) keeps running to the run's end and its
+//   extra tokens are dropped; a run never goes past any request's maxTokens, so every KV write stays within the
+//   writer's own positions of its own slot, where no other row reads.
+// - the host loop (the reference, and the loop for masked generation: a mask is computed on the host from the
+//   tokens so far): the tokens of every step are read back before the next step is uploaded.
 //
 // Replay: a token's draw depends only on (seed, requestId, position) and on its own logits, which the kernels
-// compute independently of the rest of the batch, so a request yields the same tokens alone or in any batch.
+// compute independently of the rest of the batch, so a request yields the same tokens alone or in any batch, and
+// the device loop (whose batches keep ended requests for up to a run) the same as the host loop.
 
-import type { SampleRow } from '../backend/backend.js';
+import type { KvCache, SampleRow } from '../backend/backend.js';
 import type { LoraBank } from './lora-bank.js';
 import type { ForwardBatch, LlamaModel } from './llama.js';
 
@@ -37,85 +45,141 @@ export type TokenMaskFn = (request: GenerationRequest, generated: readonly numbe
  */
 export type TokenCallback = (request: GenerationRequest, token: number) => boolean | void;
 
+export type DecodeLoop = 'device' | 'host';
+export const DEFAULT_DECODE_LOOP: DecodeLoop = 'device';
+export const DEFAULT_STEPS_PER_READ = 16;
+
 export interface GenerateOptions {
   bank?: LoraBank;
-  mask?: TokenMaskFn;
-  onToken?: TokenCallback;
+  mask?: TokenMaskFn; // given, generation takes the host loop
+  onToken?: TokenCallback; // called in the same order by both loops (the device loop after each readback)
+  loop?: DecodeLoop;
+  stepsPerRead?: number; // the device loop's decode steps between two readbacks
+}
+
+/** Where generation stands: each request's tokens so far and, once it has ended, why. */
+interface Progress {
+  readonly requests: readonly GenerationRequest[];
+  readonly generated: number[][];
+  readonly finish: (GenerationResult['finishReason'] | null)[];
 }
 
 export async function generate(model: LlamaModel, requests: readonly GenerationRequest[], options: GenerateOptions = {}): Promise<GenerationResult[]> {
   if (requests.length === 0) return [];
   requests.forEach((r) => checkRequest(model, r));
+  const stepsPerRead = options.stepsPerRead ?? DEFAULT_STEPS_PER_READ;
+  if (!Number.isInteger(stepsPerRead) || stepsPerRead < 1) throw new RangeError(`generate: stepsPerRead must be a positive integer, got ${stepsPerRead}`);
   const maxLen = Math.max(...requests.map((r) => r.prompt.length + r.maxTokens));
   const cache = model.createKvCache(requests.length, maxLen);
-  const generated = requests.map(() => [] as number[]);
-  const finish: (GenerationResult['finishReason'] | null)[] = requests.map((r) => (r.maxTokens === 0 ? 'length' : null));
+  const progress: Progress = { requests, generated: requests.map(() => []), finish: requests.map((r) => (r.maxTokens === 0 ? 'length' : null)) };
   try {
-    // Prefill: every prompt token of every request; the next-token logits of each prompt's last token.
-    let active = requests.map((_, i) => i).filter((i) => finish[i] === null);
-    const tokens: number[] = [];
-    const slots: number[] = [];
-    const positions: number[] = [];
-    const logitRows: number[] = [];
-    for (const i of active) {
-      const prompt = requests[i]!.prompt;
-      prompt.forEach((token, p) => {
-        tokens.push(token);
-        slots.push(i);
-        positions.push(p);
-      });
-      logitRows.push(tokens.length - 1);
-    }
-    while (active.length > 0) {
-      const adapters = slots.map((slot) => requests[slot]!.adapter);
-      const batch = {
-        tokens: Int32Array.from(tokens),
-        slots: Int32Array.from(slots),
-        positions: Int32Array.from(positions),
-        adapters: Int32Array.from(adapters),
-        logitRows: Int32Array.from(logitRows),
-      };
-      const next = await sampleNext(batch, active.map((i) => requests[i]!), active.map((i) => generated[i]!));
-      active.forEach((i, m) => {
-        const token = next[m]!;
-        const request = requests[i]!;
-        generated[i]!.push(token);
-        const stopped = options.onToken?.(request, token) === true;
-        if (stopped || request.stopTokens?.includes(token)) finish[i] = 'stop';
-        else if (generated[i]!.length >= request.maxTokens) finish[i] = 'length';
-      });
-      // Decode: each running request feeds its newest token at the next position.
-      active = active.filter((i) => finish[i] === null);
-      tokens.length = slots.length = positions.length = logitRows.length = 0;
-      active.forEach((i, m) => {
-        tokens.push(generated[i]!.at(-1)!);
-        slots.push(i);
-        positions.push(requests[i]!.prompt.length + generated[i]!.length - 1);
-        logitRows.push(m);
-      });
-    }
+    if (options.mask || (options.loop ?? DEFAULT_DECODE_LOOP) === 'host') await hostLoop(model, cache, progress, options);
+    else await deviceLoop(model, cache, progress, options, stepsPerRead);
   } finally {
     model.freeKvCache(cache);
   }
-  return requests.map((r, i) => ({ requestId: r.requestId, tokens: generated[i]!, finishReason: finish[i]! }));
+  return requests.map((r, i) => ({ requestId: r.requestId, tokens: progress.generated[i]!, finishReason: progress.finish[i]! }));
+}
 
-  async function sampleNext(batch: ForwardBatch, running: GenerationRequest[], soFar: number[][]): Promise<Int32Array> {
-    const b = model.backend;
+/** One readback per step: sample, read, decide on the host which requests go on, upload the next step. */
+async function hostLoop(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions): Promise<void> {
+  const b = model.backend;
+  let running = runningOf(s);
+  let batch = prefillBatch(s, running);
+  while (running.length > 0) {
     const logits = model.forward(batch, cache, options.bank);
-    const rows: SampleRow[] = running.map((r, m) => ({
-      temperature: r.temperature ?? 1,
-      topP: r.topP ?? 1,
-      seed: r.seed >>> 0,
-      requestId: r.requestId >>> 0,
-      position: (r.prompt.length + soFar[m]!.length) >>> 0,
-    }));
-    const mask = options.mask ? buildMask(model.config.vocabSize, running, soFar, options.mask) : undefined;
+    const mask = options.mask ? buildMask(model.config.vocabSize, running.map((i) => s.requests[i]!), running.map((i) => s.generated[i]!), options.mask) : undefined;
     const maskTensor = mask ? b.uploadI32(mask, [running.length, mask.length / running.length]) : undefined;
-    const sampled = b.sample(logits, rows, maskTensor);
+    const sampled = b.sample(logits, sampleRows(s, running), maskTensor);
     const next = await b.readI32(sampled);
     [logits, sampled, ...(maskTensor ? [maskTensor] : [])].forEach((t) => b.free(t));
-    return next;
+    running.forEach((i, m) => accept(s, i, next[m]!, options.onToken));
+    running = runningOf(s);
+    batch = decodeBatch(s, running);
   }
+}
+
+/**
+ * Runs of up to `stepsPerRead` steps with the tokens on the device: each step's sampling writes its tokens into the
+ * step rows the next step's forward reads, and into a history [steps, M] read back at the run's end. The first
+ * run's first step is the prefill.
+ */
+async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions, stepsPerRead: number): Promise<void> {
+  const b = model.backend;
+  let running = runningOf(s);
+  let prefill: ForwardBatch | null = prefillBatch(s, running);
+  while (running.length > 0) {
+    const M = running.length;
+    const steps = Math.min(stepsPerRead, ...running.map((i) => s.requests[i]!.maxTokens - s.generated[i]!.length));
+    const { rows, lora } = model.uploadRows(decodeBatch(s, running), cache, options.bank);
+    const params = b.uploadSampleRows(sampleRows(s, running));
+    const history = b.uploadI32(new Int32Array(steps * M), [steps, M]);
+    let tokens: Int32Array;
+    try {
+      for (let step = 0; step < steps; step++) {
+        const logits = prefill ? model.forward(prefill, cache, options.bank) : model.forwardRows(rows, cache, lora);
+        prefill = null;
+        b.sampleStep(logits, params, step, history, rows);
+        b.free(logits);
+        b.submit(); // the device runs this step while the host records the next
+      }
+      tokens = await b.readI32(history);
+    } finally {
+      [rows.packed.whole, params, history].forEach((t) => b.free(t));
+    }
+    for (let step = 0; step < steps; step++) {
+      running.forEach((i, m) => s.finish[i] === null && accept(s, i, tokens[step * M + m]!, options.onToken));
+    }
+    running = runningOf(s);
+  }
+}
+
+const runningOf = (s: Progress) => s.requests.map((_, i) => i).filter((i) => s.finish[i] === null);
+
+/** Appends request i's new token and ends the request at a stop token, at onToken's word, or at maxTokens. */
+function accept(s: Progress, i: number, token: number, onToken?: TokenCallback): void {
+  const request = s.requests[i]!;
+  s.generated[i]!.push(token);
+  const stopped = onToken?.(request, token) === true;
+  if (stopped || request.stopTokens?.includes(token)) s.finish[i] = 'stop';
+  else if (s.generated[i]!.length >= request.maxTokens) s.finish[i] = 'length';
+}
+
+/** Every prompt token of the running requests; the logits of each prompt's last token (row m: running[m]). */
+function prefillBatch(s: Progress, running: readonly number[]): ForwardBatch {
+  const tokens: number[] = [];
+  const slots: number[] = [];
+  const positions: number[] = [];
+  const logitRows: number[] = [];
+  for (const i of running) {
+    s.requests[i]!.prompt.forEach((token, p) => {
+      tokens.push(token);
+      slots.push(i);
+      positions.push(p);
+    });
+    logitRows.push(tokens.length - 1);
+  }
+  return batchOf(s, tokens, slots, positions, logitRows);
+}
+
+/** A decode step: each running request feeds its newest token (its prompt's last before any) at its position. */
+function decodeBatch(s: Progress, running: readonly number[]): ForwardBatch {
+  const tokens = running.map((i) => s.generated[i]!.at(-1) ?? s.requests[i]!.prompt.at(-1)!);
+  const positions = running.map((i) => s.requests[i]!.prompt.length + s.generated[i]!.length - 1);
+  return batchOf(s, tokens, running, positions, running.map((_, m) => m));
+}
+
+function batchOf(s: Progress, tokens: number[], slots: readonly number[], positions: number[], logitRows: number[]): ForwardBatch {
+  const adapters = slots.map((slot) => s.requests[slot]!.adapter);
+  return { tokens: Int32Array.from(tokens), slots: Int32Array.from(slots), positions: Int32Array.from(positions), adapters: Int32Array.from(adapters), logitRows: Int32Array.from(logitRows) };
+}
+
+/** The sampling parameters of each running request's next token. */
+function sampleRows(s: Progress, running: readonly number[]): SampleRow[] {
+  return running.map((i) => {
+    const r = s.requests[i]!;
+    return { temperature: r.temperature ?? 1, topP: r.topP ?? 1, seed: r.seed >>> 0, requestId: r.requestId >>> 0, position: (r.prompt.length + s.generated[i]!.length) >>> 0 };
+  });
 }
 
 function buildMask(vocabSize: number, running: GenerationRequest[], soFar: number[][], maskFn: TokenMaskFn): Int32Array | undefined {

@@ -24,7 +24,7 @@
 // A forward call carries T tokens from any number of sequences: each token names its KV-cache slot, its position
 // and its adapter, so prefill, decode and a mix of both are the same call.
 
-import { assert, MAX_CONTEXT, single, uploadPacked, uploadStepRows, type Backend, type KvCache, type LinearLora, type Packed, type Tensor, type WeightStorage } from '../backend/backend.js';
+import { assert, MAX_CONTEXT, single, uploadPacked, uploadStepRows, type Backend, type KvCache, type LinearLora, type Packed, type StepRows, type Tensor, type WeightStorage } from '../backend/backend.js';
 import type { HostTensor, ModelWeights } from './checkpoint.js';
 import { ropeTable, type LlamaConfig } from './config.js';
 import { checkWeightsFit } from './device-fit.js';
@@ -113,11 +113,29 @@ export class LlamaModel {
 
   /** Runs the batch through every layer, writing its keys and values into `cache`. Returns logits [M, V]. */
   forward(batch: ForwardBatch, cache: KvCache, bank?: LoraBank): Tensor {
+    const { rows, lora } = this.uploadRows(batch, cache, bank);
+    const logits = this.forwardRows(rows, cache, lora);
+    this.backend.free(rows.packed.whole);
+    return logits;
+  }
+
+  /**
+   * The batch checked and uploaded for forwardRows, and the bank it needs: none when no row has an adapter (the
+   * rows' adapters are then all -1, so the base-only kernels run).
+   */
+  uploadRows(batch: ForwardBatch, cache: KvCache, bank?: LoraBank): { rows: StepRows; lora?: LoraBank } {
     this.checkBatch(batch, cache, bank);
+    const lora = bank !== undefined && batch.adapters.some((a) => a >= 0) ? bank : undefined;
+    return { rows: uploadStepRows(this.backend, { ...batch, adapters: lora ? batch.adapters : batch.adapters.map(() => -1) }), lora };
+  }
+
+  /**
+   * forward() over rows already on the device (uploadRows), which it leaves there: a device-resident decode loop
+   * advances their tokens and positions in place (Backend.sampleStep) and runs the next step on them.
+   */
+  forwardRows(rows: StepRows, cache: KvCache, lora?: LoraBank): Tensor {
     const b = this.backend;
     const c = this.config;
-    const lora = bank !== undefined && batch.adapters.some((a) => a >= 0) ? bank : undefined;
-    const rows = uploadStepRows(b, { ...batch, adapters: lora ? batch.adapters : batch.adapters.map(() => -1) });
     /** The LoRA of one fused linear: its input's shrink for the group's targeted modules (one dispatch). */
     const loraOf = (layer: number, group: LinearGroup, x: Tensor, norm?: { weight: Tensor; eps: number }): LinearLora | undefined => {
       const factors = lora?.group(layer, group);
@@ -146,7 +164,7 @@ export class LlamaModel {
       free(lora3?.h, activated, lora4?.h);
     }
     const logits = b.linear({ x, gather: true, norm: { weight: this.finalNorm, eps: c.rmsNormEps }, w: single(this.lmHead) }, rows); // [M, V]
-    free(x, rows.packed.whole);
+    free(x);
     return logits;
   }
 
