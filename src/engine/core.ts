@@ -120,7 +120,8 @@ export class LocalEngineCore implements EngineCore {
       const allowed = masks.get(r.requestId)!;
       return allowed === null ? null : allowed(textOf(generated), r.maxTokens - generated.length);
     };
-    return generate(this.model, requests.map((r) => ({ ...r, adapter: this.slotOf(r.adapter) })), { bank: this.bank, mask });
+    const masked = [...masks.values()].some((m) => m !== null); // without a mask the tokens stay on the device between readbacks
+    return generate(this.model, requests.map((r) => ({ ...r, adapter: this.slotOf(r.adapter) })), { bank: this.bank, ...(masked ? { mask } : {}) });
   }
 
   async train(samples: readonly RlSample[]): Promise<TrainResult> {
