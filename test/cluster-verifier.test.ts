@@ -3,7 +3,7 @@
 // run hash and metrics.jsonl as the run in one process; a worker killed mid-chunk costs a re-sent chunk, never a
 // verdict; a worker started for another scenario is refused by name; a server restarted mid-run gives the run's
 // hash or a named ClusterError, never another hash. (1 and 2 verifier workers in one process: selfplay.test.ts.)
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,9 +18,8 @@ import type { VerifierPool, VerifyJob } from '../src/domains/domain.js';
 import { encodeEvent, readEventLog } from '../src/runtime/event-log.js';
 import { loadScenario, type Scenario } from '../src/scenario/scenario.js';
 import { runScenario, type RunOptions, type RunResult } from '../src/sim/run.js';
-import { localNatsServer, natsInstalled } from './nats.js';
+import { cliBinary, killWorkerProcesses, localNatsServer, natsInstalled, startWorker } from './nats.js';
 
-const bin = join(import.meta.dirname, '..', 'dist', 'src', 'cli', 'main.js');
 const dir = mkdtempSync(join(tmpdir(), 'populora-cluster-'));
 const fresh = () => mkdtempSync(join(dir, 'run-'));
 
@@ -46,25 +45,10 @@ cluster: ${cluster}
   return file;
 }
 
-const started: ChildProcess[] = [];
-afterEach(() => {
-  for (const child of started.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-});
+afterEach(killWorkerProcesses);
 
 /** A verifier worker in a process of its own, as a user starts one; resolves once it serves. */
-function startWorkerProcess(file: string, url: string, cluster: string): Promise<ChildProcess> {
-  const child = spawn('node', [bin, 'worker', file, '--nats', url, '--verifier', '--threads', '1', '--cluster', cluster], { stdio: ['ignore', 'pipe', 'pipe'] });
-  started.push(child);
-  return new Promise((resolve, reject) => {
-    let [stdout, stderr] = ['', ''];
-    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.stdout!.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      if (stdout.includes('verifier worker for scenario')) resolve(child);
-    });
-    child.once('exit', (code) => reject(new Error(`the worker exited with code ${code} before it served: ${stderr}`)));
-  });
-}
+const startWorkerProcess = (file: string, url: string, cluster: string) => startWorker(file, url, cluster, ['--verifier', '--threads', '1']);
 
 const exited = (child: ChildProcess) => new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (code) => resolve(code))));
 
@@ -178,10 +162,10 @@ describe.skipIf(!natsInstalled)('verifier workers over NATS', () => {
 
   it('on the command line: a run with no worker, and a worker with no role, end in one line', () => {
     const file = scenarioFile('lonely', { cluster: '{ deadlineSeconds: 0.5 }' });
-    const run = spawnSync('node', [bin, 'run', file, '--out', fresh(), '--overwrite', '--nats', nats.server.url, '--cluster', 'lonely'], { encoding: 'utf8' });
+    const run = spawnSync('node', [cliBinary, 'run', file, '--out', fresh(), '--overwrite', '--nats', nats.server.url, '--cluster', 'lonely'], { encoding: 'utf8' });
     expect(run.status, run.stderr).toBe(1);
     expect(run.stderr.trim()).toMatch(/^populora: no verifier worker answers on lonely\.verify after 2 tries over 0\.5 s \(.*\): start one: populora worker SCENARIO --nats URL --verifier$/);
-    const worker = spawnSync('node', [bin, 'worker', file, '--nats', nats.server.url], { encoding: 'utf8' });
+    const worker = spawnSync('node', [cliBinary, 'worker', file, '--nats', nats.server.url], { encoding: 'utf8' });
     expect(worker.status).toBe(1);
     expect(worker.stderr.trim()).toBe('populora: give exactly one of --engine, --verifier: what this worker does');
   });

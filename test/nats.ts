@@ -1,6 +1,7 @@
 // nats-server for tests: Debian's binary (`apt-get install nats-server`) on a free loopback port. Without it the
 // NATS tests skip on a developer's machine; with POPULORA_REQUIRE_NATS=1 (set by .ci/run) they fail instead.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { startLocalNatsServer, type LocalNatsServer } from '../src/cluster/local-server.js';
 
@@ -18,4 +19,28 @@ export function localNatsServer(): { readonly server: LocalNatsServer } {
   });
   afterAll(() => holder.server?.stop());
   return holder;
+}
+
+/** The built command line (tests that start processes run it as a user does). */
+export const cliBinary = join(import.meta.dirname, '..', 'dist', 'src', 'cli', 'main.js');
+const started: ChildProcess[] = [];
+
+/** `populora worker FILE --nats URL --cluster NAME ...role` in a process of its own (the built CLI); resolves once it serves. */
+export function startWorker(file: string, url: string, cluster: string, role: readonly string[]): Promise<ChildProcess> {
+  const child = spawn('node', [cliBinary, 'worker', file, '--nats', url, '--cluster', cluster, ...role], { stdio: ['ignore', 'pipe', 'pipe'] });
+  started.push(child);
+  return new Promise((resolve, reject) => {
+    let [stdout, stderr] = ['', ''];
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (/worker .*for scenario/.test(stdout)) resolve(child);
+    });
+    child.once('exit', (code) => reject(new Error(`the worker exited with code ${code} before it served: ${stderr}`)));
+  });
+}
+
+/** Ends every worker process a test left running (afterEach). */
+export function killWorkerProcesses(): void {
+  for (const child of started.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 }

@@ -132,7 +132,9 @@ program
   .description('a worker of runs over NATS, for one scenario (it refuses a coordinator running another): serves until SIGINT or SIGTERM')
   .argument('<scenario>', 'the scenario file the coordinator runs')
   .requiredOption('--nats <url>', 'the NATS server, e.g. nats://host:4222 (credentials from the environment: README, "Cluster")')
+  .option('--engine', 'run the engine for a shard of the population\'s adapters (loads the scenario\'s base model on its backend)')
   .option('--verifier', 'verify proposals and answers for the coordinator (the verifier workers\' queue group)')
+  .option('--id <name>', 'an engine worker\'s name on the cluster (default: host-pid); shards go to workers in name order')
   .option('--threads <n>', 'verifier threads or sandbox processes (default: one per core)', integer('--threads'))
   .addOption(clusterOption())
   .action(runCommand(workerCommand));

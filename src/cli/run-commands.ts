@@ -29,12 +29,12 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
   );
   console.log(`${resumeDir ? 'resuming' : 'running'} ${scenario.name}: ${scenario.steps} steps → ${outDir}`);
   const history: StepMetrics[] = [];
-  const cluster = options.nats ? await clusterRunOptions(scenario, options.nats, options.cluster) : null;
+  const cluster = options.nats ? await clusterRunOptions(scenario, options.nats, options.cluster, (event) => console.error(`\n${event}`)) : null;
   if (options.nats) console.log(`over NATS at ${options.nats} (cluster ${options.cluster})`);
   const stop = stopOnSignals();
   try {
     const result = await runScenario(scenario, {
-      ...(cluster ? { transport: cluster.transport, verifierPool: cluster.verifierPool } : {}),
+      ...(cluster ? { transport: cluster.transport, verifierPool: cluster.verifierPool, engineCore: cluster.engineCore } : {}),
       outDir,
       resume: Boolean(resumeDir),
       overwrite: options.overwrite,

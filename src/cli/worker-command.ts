@@ -1,8 +1,12 @@
-// `populora worker SCENARIO --nats URL --verifier`: a worker of a run over NATS (issue 20), on any machine that
-// reaches the server, for the one scenario it was started with (it refuses a coordinator running another). It
-// serves until SIGINT or SIGTERM, then finishes the chunk in hand, drains its connection and exits 0.
+// `populora worker SCENARIO --nats URL --engine | --verifier`: a worker of a run over NATS (issue 20), on any machine
+// that reaches the server, for the one scenario it was started with (it refuses a coordinator running another). An
+// engine worker loads the scenario's base model and holds the shards of adapters the coordinator gives it; a
+// verifier worker takes verifier jobs from the queue group. It serves until SIGINT or SIGTERM, then finishes the
+// request in hand, drains its connection and exits 0.
 
-import { availableParallelism } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
+import { openBackend } from '../backend/select.js';
+import { startEngineWorker } from '../cluster/engine-worker.js';
 import { ClusterError, connectNats, subjects } from '../cluster/nats.js';
 import { scenarioHash } from '../cluster/scenario-hash.js';
 import { startVerifierWorker } from '../cluster/verifier-worker.js';
@@ -15,6 +19,7 @@ export interface WorkerCommandOptions {
   verifier?: boolean;
   engine?: boolean;
   threads?: number;
+  id?: string;
 }
 
 const ROLES = ['engine', 'verifier'] as const;
@@ -22,14 +27,20 @@ const ROLES = ['engine', 'verifier'] as const;
 export async function workerCommand(scenarioFile: string, options: WorkerCommandOptions): Promise<void> {
   const roles = ROLES.filter((role) => options[role]);
   if (roles.length !== 1) throw new UsageError(`give exactly one of ${ROLES.map((r) => `--${r}`).join(', ')}: what this worker does`);
-  if (options.engine) throw new UsageError('populora worker --engine: not yet');
   const threads = options.threads ?? Math.min(availableParallelism(), LIMITS.threads);
   if (!Number.isInteger(threads) || threads < 1 || threads > LIMITS.threads) throw new UsageError(`--threads ${threads}: give a whole number from 1 to ${LIMITS.threads}`);
+  const id = options.id ?? `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_-]/g, '_');
+  if (!/^[A-Za-z0-9_-]+$/.test(id)) throw new UsageError(`--id ${id}: a worker's id is letters, digits, '_' and '-' (it names a NATS subject)`);
   const scenario = loadScenario(scenarioFile);
   const hash = scenarioHash(scenario);
   const nc = await connectNats(options.nats);
-  const worker = await startVerifierWorker(nc, subjects(options.cluster), { scenario, scenarioHash: hash, threads });
-  console.log(`verifier worker for scenario ${scenario.name} (hash ${hash.slice(0, 12)}) on ${options.nats}, ${threads} thread${threads === 1 ? '' : 's'}`);
+  const names = subjects(options.cluster);
+  const worker = options.engine
+    ? startEngineWorker(nc, names, { scenario, scenarioFile, scenarioHash: hash, backend: await openBackend(scenario.backend), id })
+    : await startVerifierWorker(nc, names, { scenario, scenarioHash: hash, threads });
+  await nc.flush(); // subscribed on the server before the ready line
+  const role = options.engine ? `engine worker ${id}` : 'verifier worker';
+  console.log(`${role} for scenario ${scenario.name} (hash ${hash.slice(0, 12)}) on ${options.nats}${options.engine ? '' : `, ${threads} thread${threads === 1 ? '' : 's'}`}`);
   const closed = nc.closed().then((error) => {
     throw new ClusterError(`the connection to ${options.nats} closed${error ? `: ${error.message}` : ''}`);
   });

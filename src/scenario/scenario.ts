@@ -143,7 +143,7 @@ export const scenarioSchema = z.strictObject({
   // adapter slots are sharded over them, and what a lost worker costs. It never changes a run's bits: the same
   // scenario gives the same run hash in one process or on many
   cluster: z.strictObject({
-    engineWorkers: int(1, LIMITS.engineWorkers).default(1),
+    engineWorkers: int(0, LIMITS.engineWorkers).default(0), // 0: the engine runs in the coordinator; N: on N engine workers, a shard each
     assignment: z.enum(['round-robin', 'blocks']).default('round-robin'), // slot s to worker s mod N, or contiguous blocks
     deadlineSeconds: positive.default(120), // a request unanswered this long (wall clock, outside the replayed data) is lost
     onWorkerLoss: z.enum(['reassign', 'wait']).default('reassign'), // its shard to another worker, or wait for a new one
