@@ -124,6 +124,23 @@ describe.skipIf(!natsInstalled)('NatsTransport', () => {
     });
   }
 
+  it('runs a round\'s handlers in the round\'s order, whatever order its messages arrive in', async () => {
+    const held: Array<() => void> = [];
+    const subscribe = (subject: string, options: SubscriptionOptions & { callback: MsgCallback<Msg> }) =>
+      nc.subscribe(subject, {
+        ...options,
+        callback: (error, msg) => {
+          held.push(() => options.callback(error, msg));
+          if (held.length === 3) held.splice(0).reverse().forEach((release) => release()); // the third arrives first
+        },
+      });
+    const reversing = new Proxy(nc, { get: (target, key) => (key === 'subscribe' ? subscribe : Reflect.get(target, key)) });
+    const { transport, received } = oneActor(reversing, 'reversed');
+    await transport.deliverAll(['m0', 'm1', 'm2'].map((type) => ({ to: 'a', message: { type } })));
+    expect(received.map((m) => m.type)).toEqual(['m0', 'm1', 'm2']);
+    transport.close();
+  });
+
   it('keeps two runs that share a cluster name out of each other\'s mailboxes', async () => {
     const [one, two] = [oneActor(nc, 'shared'), oneActor(nc, 'shared')];
     await one.transport.deliver('a', { type: 'to-one' });

@@ -16,6 +16,11 @@ export interface Transport {
   has(name: string): boolean;
   /** Carries one message to `to`; resolves once its handler has run. */
   deliver(to: string, message: Message): Promise<void>;
+  /**
+   * Carries a round's messages at once, their handlers run one at a time in the given order (a transport whose
+   * trips cost more than a handler: NATS). Absent: the world delivers them one by one.
+   */
+  deliverAll?(messages: ReadonlyArray<{ to: string; message: Message }>): Promise<void>;
   close(): void;
 }
 

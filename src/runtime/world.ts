@@ -179,15 +179,22 @@ export class World {
     return this.outbox.splice(0).sort((a, b) => (a.from < b.from ? -1 : a.from > b.from ? 1 : 0));
   }
 
-  /** Records a round, then delivers it message by message. After a failure, what was sent before it is recorded. */
+  /**
+   * Records a round, then delivers it message by message (or all at once, handled in the same order, where the
+   * transport can). After a failure no handler runs, and what was sent before it is recorded.
+   */
   private async deliverRound(round: Envelope[]): Promise<void> {
     await this.record(round);
-    for (const { to, message } of round) {
-      await this.transport.deliver(to, message);
-      if (this.failure) {
-        await this.record(this.nextRound());
-        throw this.failure;
+    if (this.transport.deliverAll) await this.transport.deliverAll(round);
+    else {
+      for (const { to, message } of round) {
+        await this.transport.deliver(to, message);
+        if (this.failure) break;
       }
+    }
+    if (this.failure) {
+      await this.record(this.nextRound());
+      throw this.failure;
     }
   }
 
