@@ -1,9 +1,10 @@
 // The cluster on this machine's loopback (issue 20): one scenario (default scenarios/quickstart.yaml, on its own
-// backend or --backend's) run in one process, and over NATS as a coordinator with 1 and with 2 engine workers and one verifier worker, each
-// worker `populora worker` in a process of its own, on a local nats-server. Rounds alternate the three settings (the
-// machine is shared and noisy). Per setting: steps/min and the median step, the messages and bytes per step
-// through the coordinator's connection, and what going over NATS costs: 1 - (one-process step / NATS step, one
-// engine worker), the transport's share of a step. Every run must give the same run hash. Prints a table; writes JSON.
+// backend or --backend's) run in one process, and over a local nats-server in four settings that add one part at a
+// time: the actors' messages alone, then a verifier worker, then one engine worker (the whole cluster), then two.
+// Each worker is `populora worker` in a process of its own. Rounds alternate the settings (the machine is shared
+// and noisy). Per setting: steps/min and the median step, the messages and bytes per step through the
+// coordinator's connection; and what going over NATS costs, 1 - (one-process step / whole-cluster step), the
+// transport's share of a step. Every run must give the same run hash. Prints a table; writes JSON.
 //
 //   node dist/bench/cluster.js [--scenario scenarios/quickstart.yaml] [--backend cpu|webgpu] [--steps 6] [--rounds 3] [--out bench/results/cluster.json]
 
@@ -71,12 +72,13 @@ async function measure(setting: string, file: string, options: Partial<RunOption
   return { setting, hash: result.hash, stepMsMedian: median(stepMs), stepsPerMin: (steps * 60_000) / (marks.at(-1)! - marks[0]!), messagesPerStep: perStep('msgs'), bytesPerStep: perStep('bytes') };
 }
 
-async function overNats(engines: number, url: string, round: number): Promise<Measured> {
+/** What goes over NATS: the actors' messages always; the verifier's jobs when `verifier`; the engine's with `engines` > 0. */
+async function overNats(setting: string, engines: number, verifier: boolean, url: string, round: number): Promise<Measured> {
   const file = scenarioFile(engines);
-  const cluster = `bench-${round}-${engines}`;
+  const cluster = `bench-${round}-${engines}-${verifier}`;
   const workers: ChildProcess[] = [];
   for (let e = 0; e < engines; e++) workers.push(await startWorker(file, url, cluster, ['--engine', '--id', `engine-${e}`]));
-  workers.push(await startWorker(file, url, cluster, ['--verifier', '--threads', '1']));
+  if (verifier) workers.push(await startWorker(file, url, cluster, ['--verifier', '--threads', '1']));
   const remote = await clusterRunOptions(loadScenario(file), url, cluster);
   try {
     const stats = () => {
@@ -84,7 +86,7 @@ async function overNats(engines: number, url: string, round: number): Promise<Me
       return { msgs: s.inMsgs + s.outMsgs, bytes: s.inBytes + s.outBytes };
     };
     const { transport, verifierPool, engineCore } = remote;
-    return await measure(`NATS, ${engines} engine worker${engines === 1 ? '' : 's'}`, file, { transport, verifierPool, engineCore }, stats);
+    return await measure(setting, file, { transport, ...(verifier ? { verifierPool } : {}), engineCore }, stats);
   } finally {
     await remote.close();
     await Promise.all(workers.map(stopWorker));
@@ -103,8 +105,12 @@ const server = await startLocalNatsServer();
 const rows: Measured[][] = [];
 try {
   for (let round = 0; round < rounds; round++) {
-    const one = await measure('one process', scenarioFile(0), {}, () => null);
-    rows.push([one, await overNats(1, server.url, round), await overNats(2, server.url, round)]);
+    const measured: Measured[] = [await measure('one process', scenarioFile(0), {}, () => null)];
+    measured.push(await overNats('NATS: actors\' messages only', 0, false, server.url, round));
+    measured.push(await overNats('NATS: + 1 verifier worker', 0, true, server.url, round));
+    measured.push(await overNats('NATS: + 1 engine worker (the whole cluster)', 1, true, server.url, round));
+    measured.push(await overNats('NATS: + 2 engine workers', 2, true, server.url, round));
+    rows.push(measured);
     console.error(`round ${round + 1}/${rounds}: ${rows.at(-1)!.map((m) => `${m.setting} ${m.stepMsMedian.toFixed(0)} ms/step`).join(', ')}`);
   }
 } finally {
@@ -113,7 +119,7 @@ try {
 
 const hashes = new Set(rows.flat().map((m) => m.hash));
 if (hashes.size !== 1) throw new Error(`the settings gave different run hashes: ${[...hashes].join(', ')}`);
-const shares = rows.map(([one, nats1]) => 1 - one!.stepMsMedian / nats1!.stepMsMedian);
+const shares = rows.map((round) => 1 - round[0]!.stepMsMedian / round[3]!.stepMsMedian); // the whole cluster with one engine worker
 const settings = rows[0]!.map((_, s) => {
   const of = rows.map((round) => round[s]!);
   return { setting: of[0]!.setting, stepMsMedian: median(of.map((m) => m.stepMsMedian)), stepsPerMin: median(of.map((m) => m.stepsPerMin)), messagesPerStep: of[0]!.messagesPerStep, bytesPerStep: of[0]!.bytesPerStep };
@@ -126,7 +132,7 @@ const table = [
 const backend = loadScenario(scenarioFile(0)).backend;
 console.log(`${args.scenario}, ${steps} steps, backend ${backend}, ${cpus().length} cores, ${rounds} alternating rounds; run hash ${[...hashes][0]!.slice(0, 16)} in every run\n`);
 console.log(table.join('\n'));
-console.log(`\ntransport's share of a step (1 - one process / NATS with 1 engine worker), per round: ${shares.map((s) => `${(100 * s).toFixed(1)}%`).join(', ')}; median ${(100 * median(shares)).toFixed(1)}%`);
+console.log(`\ntransport's share of a step (1 - one process / the whole cluster with 1 engine worker), per round: ${shares.map((s) => `${(100 * s).toFixed(1)}%`).join(', ')}; median ${(100 * median(shares)).toFixed(1)}%`);
 mkdirSync(dirname(args.out), { recursive: true });
 writeFileSync(args.out, `${JSON.stringify({ scenario: args.scenario, backend, steps, rounds, cores: cpus().length, hash: [...hashes][0], settings, transportShareMedian: median(shares), transportSharePerRound: shares, perRound: rows }, null, 2)}\n`);
 console.log(`written: ${args.out}`);

@@ -48,11 +48,6 @@ export function startEngineWorker(nc: NatsConnection, subjects: Subjects, option
     shard.lastOp = { op, reply };
     return reply;
   };
-  const statesOf = async (core: LocalEngineCore, slots: Iterable<number>) => {
-    const all = await core.exportSlots();
-    const wanted = new Set(slots);
-    return core.held.map((slot, i) => [slot, all[i]!] as [number, typeof all[number]]).filter(([slot]) => wanted.has(slot));
-  };
 
   const handle = async (request: EngineRequest): Promise<EngineReplies[keyof EngineReplies]> => {
     if (request.scenarioHash !== options.scenarioHash) {
@@ -66,7 +61,7 @@ export function startEngineWorker(nc: NatsConnection, subjects: Subjects, option
         const core = new LocalEngineCore(parts.model, settings, request.slots, SCRATCH_SLOTS);
         shards.set(request.shard, { core, lastOp: null });
         core.importSlots(request.states);
-        return { states: await statesOf(core, request.slots) };
+        return { states: await core.exportSlots() };
       }
       case 'generate':
         return shardAt(request.shard).core.generate(request.requests, request.formats);
@@ -74,14 +69,14 @@ export function startEngineWorker(nc: NatsConnection, subjects: Subjects, option
         const shard = shardAt(request.shard);
         return once(shard, request.op, async () => {
           const result = await shard.core.train(request.samples);
-          return { result, states: await statesOf(shard.core, result.gradNorms.map(([slot]) => slot)) };
+          return { result, states: await shard.core.exportSlots(result.gradNorms.map(([slot]) => slot)) };
         });
       }
       case 'evolve': {
         const shard = shardAt(request.shard);
         return once(shard, request.op, async () => {
           await shard.core.evolveWith(request.spec, new Map(request.parents));
-          return { states: await statesOf(shard.core, request.spec.children.map((c) => c.slot)) };
+          return { states: await shard.core.exportSlots(request.spec.children.map((c) => c.slot)) };
         });
       }
       case 'release':

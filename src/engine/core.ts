@@ -179,14 +179,16 @@ export class LocalEngineCore implements EngineCore {
     }
   }
 
-  /** The held slots' states, in held order. */
-  async exportSlots(): Promise<SlotState[]> {
-    const optimizer = await this.optimizer.exportSlots(this.held.map((_, i) => i));
-    return Promise.all(this.held.map(async (_, i) => ({ adapter: await this.bank.read(i), optimizer: optimizer[i]! })));
+  /** Held slots' states (by global slot; default: every held slot), with their global slots, in held order. */
+  async exportSlots(globals: Iterable<number> = this.held): Promise<Array<[number, SlotState]>> {
+    const wanted = new Set(globals);
+    const slots = this.held.filter((global) => wanted.has(global));
+    const optimizer = await this.optimizer.exportSlots(slots.map((global) => this.slotOf(global)));
+    return Promise.all(slots.map(async (global, i): Promise<[number, SlotState]> => [global, { adapter: await this.bank.read(this.slotOf(global)), optimizer: optimizer[i]! }]));
   }
 
   async state(): Promise<{ adapters: LoraAdapter[]; optimizer: AdamWState }> {
-    const slots = await this.exportSlots();
+    const slots = (await this.exportSlots()).map(([, state]) => state);
     return { adapters: slots.map((s) => s.adapter), optimizer: joinSlotStates(slots.map((s) => s.optimizer)) };
   }
 
