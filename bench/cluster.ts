@@ -1,10 +1,11 @@
 // The cluster on this machine's loopback (issue 20): one scenario (default scenarios/quickstart.yaml, on its own
-// backend or --backend's) run in one process, and over a local nats-server in four settings that add one part at a
-// time: the actors' messages alone, then a verifier worker, then one engine worker (the whole cluster), then two.
-// Each worker is `populora worker` in a process of its own. Rounds alternate the settings (the machine is shared
-// and noisy). Per setting: steps/min and the median step, the messages and bytes per step through the
-// coordinator's connection; and what going over NATS costs, 1 - (one-process step / whole-cluster step), the
-// transport's share of a step. Every run must give the same run hash. Prints a table; writes JSON.
+// backend or --backend's) run in one process, and over a local nats-server in five settings that add one part at a
+// time: the actors' messages alone; a verifier worker; one engine worker in the coordinator's process (the trips
+// and copies without a second process); one engine worker in a process of its own (the whole cluster); two. Each
+// worker but the in-process one is `populora worker` in a process of its own. Rounds alternate the settings (the
+// machine is shared and noisy). Per setting: steps/min and the median step, the messages and bytes per step
+// through the coordinator's connection; and what going over NATS costs, 1 - (one-process step / whole-cluster
+// step), the transport's share of a step. Every run must give the same run hash. Prints a table; writes JSON.
 //
 //   node dist/bench/cluster.js [--scenario scenarios/quickstart.yaml] [--backend cpu|webgpu] [--steps 6] [--rounds 3] [--out bench/results/cluster.json]
 
@@ -15,7 +16,11 @@ import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { clusterRunOptions } from '../src/cli/cluster-options.js';
+import { openBackend } from '../src/backend/select.js';
+import { startEngineWorker } from '../src/cluster/engine-worker.js';
 import { startLocalNatsServer } from '../src/cluster/local-server.js';
+import { connectNats, subjects } from '../src/cluster/nats.js';
+import { scenarioHash } from '../src/cluster/scenario-hash.js';
 import { loadScenario } from '../src/scenario/scenario.js';
 import { runScenario, type RunOptions } from '../src/sim/run.js';
 
@@ -72,12 +77,17 @@ async function measure(setting: string, file: string, options: Partial<RunOption
   return { setting, hash: result.hash, stepMsMedian: median(stepMs), stepsPerMin: (steps * 60_000) / (marks.at(-1)! - marks[0]!), messagesPerStep: perStep('msgs'), bytesPerStep: perStep('bytes') };
 }
 
-/** What goes over NATS: the actors' messages always; the verifier's jobs when `verifier`; the engine's with `engines` > 0. */
-async function overNats(setting: string, engines: number, verifier: boolean, url: string, round: number): Promise<Measured> {
+/**
+ * What goes over NATS: the actors' messages always; the verifier's jobs when `verifier`; the engine's with `engines`
+ * > 0, on worker processes, or on one worker in this process (`inProcess`: the trips and the copies without a
+ * second process).
+ */
+async function overNats(setting: string, engines: number, verifier: boolean, url: string, round: number, inProcess = false): Promise<Measured> {
   const file = scenarioFile(engines);
-  const cluster = `bench-${round}-${engines}-${verifier}`;
+  const cluster = `bench-${round}-${engines}-${verifier}-${inProcess}`;
   const workers: ChildProcess[] = [];
-  for (let e = 0; e < engines; e++) workers.push(await startWorker(file, url, cluster, ['--engine', '--id', `engine-${e}`]));
+  const local = inProcess ? await localEngineWorker(file, url, cluster) : null;
+  for (let e = 0; e < engines && !inProcess; e++) workers.push(await startWorker(file, url, cluster, ['--engine', '--id', `engine-${e}`]));
   if (verifier) workers.push(await startWorker(file, url, cluster, ['--verifier', '--threads', '1']));
   const remote = await clusterRunOptions(loadScenario(file), url, cluster);
   try {
@@ -90,7 +100,17 @@ async function overNats(setting: string, engines: number, verifier: boolean, url
   } finally {
     await remote.close();
     await Promise.all(workers.map(stopWorker));
+    await local?.close();
   }
+}
+
+/** An engine worker in this process, on its own connection and backend. */
+async function localEngineWorker(file: string, url: string, cluster: string) {
+  const scenario = loadScenario(file);
+  const nc = await connectNats(url);
+  const worker = startEngineWorker(nc, subjects(cluster), { scenario, scenarioFile: file, scenarioHash: scenarioHash(scenario), backend: await openBackend(scenario.backend), id: 'local' });
+  await nc.flush();
+  return { close: async () => (await worker.close(), await nc.close()) };
 }
 
 /** SIGTERM, and SIGKILL if the worker has not exited 10 s later. */
@@ -108,6 +128,7 @@ try {
     const measured: Measured[] = [await measure('one process', scenarioFile(0), {}, () => null)];
     measured.push(await overNats('NATS: actors\' messages only', 0, false, server.url, round));
     measured.push(await overNats('NATS: + 1 verifier worker', 0, true, server.url, round));
+    measured.push(await overNats('NATS: + 1 engine worker in the coordinator\'s process', 1, true, server.url, round, true));
     measured.push(await overNats('NATS: + 1 engine worker (the whole cluster)', 1, true, server.url, round));
     measured.push(await overNats('NATS: + 2 engine workers', 2, true, server.url, round));
     rows.push(measured);
@@ -119,7 +140,7 @@ try {
 
 const hashes = new Set(rows.flat().map((m) => m.hash));
 if (hashes.size !== 1) throw new Error(`the settings gave different run hashes: ${[...hashes].join(', ')}`);
-const shares = rows.map((round) => 1 - round[0]!.stepMsMedian / round[3]!.stepMsMedian); // the whole cluster with one engine worker
+const shares = rows.map((round) => 1 - round[0]!.stepMsMedian / round[4]!.stepMsMedian); // the whole cluster with one engine worker
 const settings = rows[0]!.map((_, s) => {
   const of = rows.map((round) => round[s]!);
   return { setting: of[0]!.setting, stepMsMedian: median(of.map((m) => m.stepMsMedian)), stepsPerMin: median(of.map((m) => m.stepsPerMin)), messagesPerStep: of[0]!.messagesPerStep, bytesPerStep: of[0]!.bytesPerStep };
