@@ -9,7 +9,7 @@
 //
 //   node dist/bench/cluster.js [--scenario scenarios/quickstart.yaml] [--backend cpu|webgpu] [--steps 6] [--rounds 3] [--out bench/results/cluster.json]
 
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util';
 import { clusterRunOptions } from '../src/cli/cluster-options.js';
 import { openBackend } from '../src/backend/select.js';
 import { startEngineWorker } from '../src/cluster/engine-worker.js';
-import { startLocalNatsServer } from '../src/cluster/local-server.js';
+import { startLocalNatsServer, startWorkerProcess } from '../src/cluster/local-server.js';
 import { connectNats, subjects } from '../src/cluster/nats.js';
 import { scenarioHash } from '../src/cluster/scenario-hash.js';
 import { loadScenario } from '../src/scenario/scenario.js';
@@ -39,13 +39,7 @@ function scenarioFile(engineWorkers: number): string {
   return file;
 }
 
-function startWorker(file: string, url: string, cluster: string, role: string[]): Promise<ChildProcess> {
-  const child = spawn('node', [cli, 'worker', file, '--nats', url, '--cluster', cluster, ...role], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('for scenario') && resolve(child));
-    child.once('exit', (code) => reject(new Error(`a worker exited with code ${code} before it served`)));
-  });
-}
+const startWorker = (file: string, url: string, cluster: string, role: string[]) => startWorkerProcess(cli, file, url, cluster, role);
 
 interface Measured {
   setting: string;

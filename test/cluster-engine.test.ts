@@ -17,7 +17,7 @@ import { checkpointDir, STATE_FILE } from '../src/sim/checkpoints.js';
 import { slotCount } from '../src/sim/population.js';
 import { runScenario, type RunOptions } from '../src/sim/run.js';
 import { parseScenario, type Scenario } from '../src/scenario/scenario.js';
-import { natsInstalled } from './nats.js';
+import { beforeEngineAt, natsInstalled } from './nats.js';
 
 const base = `
 name: cluster-test
@@ -81,27 +81,6 @@ describe.skipIf(!natsInstalled)('the engine sharded over NATS', () => {
           await nc.close();
         }
       },
-    };
-  };
-
-  /** Runs `act` once, just before the engine's first job of step `step`: a worker lost in the middle of a step. */
-  const beforeEngineAt = (step: number, act: () => Promise<void>): Partial<RunOptions> => {
-    let done = false;
-    return {
-      wrapService: (service) =>
-        service.name !== 'engine'
-          ? service
-          : {
-              name: service.name,
-              hasPending: () => service.hasPending(),
-              flush: async (world) => {
-                if (!done && world.step === step) {
-                  done = true;
-                  await act();
-                }
-                return service.flush(world);
-              },
-            },
     };
   };
 

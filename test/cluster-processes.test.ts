@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { clusterRunOptions } from '../src/cli/cluster-options.js';
 import { loadScenario } from '../src/scenario/scenario.js';
 import { runScenario, type RunOptions } from '../src/sim/run.js';
-import { killWorkerProcesses, localNatsServer, natsInstalled, startWorker } from './nats.js';
+import { beforeEngineAt, killWorkerProcesses, localNatsServer, natsInstalled, startWorker } from './nats.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'populora-processes-'));
 const fresh = () => mkdtempSync(join(dir, 'run-'));
@@ -69,22 +69,7 @@ describe.skipIf(!natsInstalled)('a run on worker processes', () => {
     expect(whole.events).toEqual([]);
 
     // SIGKILL e0 as the engine's first job of step 2 begins: e1 takes its shard from the coordinator's copy.
-    const killed = await clusterRun(file, 'killed', ['e0', 'e1'], (workers) => {
-      let done = false;
-      return {
-        wrapService: (service) => ({
-          name: service.name,
-          hasPending: () => service.hasPending(),
-          flush: (world) => {
-            if (service.name === 'engine' && world.step === 2 && !done) {
-              done = true;
-              workers.get('e0')!.kill('SIGKILL');
-            }
-            return service.flush(world);
-          },
-        }),
-      };
-    });
+    const killed = await clusterRun(file, 'killed', ['e0', 'e1'], (workers) => beforeEngineAt(2, async () => void workers.get('e0')!.kill('SIGKILL')));
     expect(killed.result.hash).toBe(alone.hash);
     expect(killed.metrics).toBe(aloneMetrics);
     expect(killed.events.join('\n')).toMatch(/engine worker e0 lost .*shard 0 .* goes to e1/);

@@ -1,9 +1,10 @@
 // nats-server for tests: Debian's binary (`apt-get install nats-server`) on a free loopback port. Without it the
 // NATS tests skip on a developer's machine; with POPULORA_REQUIRE_NATS=1 (set by .ci/run) they fail instead.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
-import { startLocalNatsServer, type LocalNatsServer } from '../src/cluster/local-server.js';
+import { startLocalNatsServer, startWorkerProcess, type LocalNatsServer } from '../src/cluster/local-server.js';
+import type { RunOptions } from '../src/sim/run.js';
 
 const installed = spawnSync('nats-server', ['--version']).status === 0;
 if (!installed && process.env.POPULORA_REQUIRE_NATS === '1') throw new Error('POPULORA_REQUIRE_NATS=1 but nats-server is not installed: apt-get install nats-server (.ci/install-nats)');
@@ -27,20 +28,31 @@ const started: ChildProcess[] = [];
 
 /** `populora worker FILE --nats URL --cluster NAME ...role` in a process of its own (the built CLI); resolves once it serves. */
 export function startWorker(file: string, url: string, cluster: string, role: readonly string[]): Promise<ChildProcess> {
-  const child = spawn('node', [cliBinary, 'worker', file, '--nats', url, '--cluster', cluster, ...role], { stdio: ['ignore', 'pipe', 'pipe'] });
-  started.push(child);
-  return new Promise((resolve, reject) => {
-    let [stdout, stderr] = ['', ''];
-    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.stdout!.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      if (/worker .*for scenario/.test(stdout)) resolve(child);
-    });
-    child.once('exit', (code) => reject(new Error(`the worker exited with code ${code} before it served: ${stderr}`)));
-  });
+  return startWorkerProcess(cliBinary, file, url, cluster, role, (child) => started.push(child));
 }
 
 /** Ends every worker process a test left running (afterEach). */
 export function killWorkerProcesses(): void {
   for (const child of started.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+}
+
+/** Run options that run `act` once, just before the engine's first job of step `step`: a worker lost mid-step. */
+export function beforeEngineAt(step: number, act: () => Promise<void>): Pick<RunOptions, 'wrapService'> {
+  let done = false;
+  return {
+    wrapService: (service) =>
+      service.name !== 'engine'
+        ? service
+        : {
+            name: service.name,
+            hasPending: () => service.hasPending(),
+            flush: async (world) => {
+              if (!done && world.step === step) {
+                done = true;
+                await act();
+              }
+              return service.flush(world);
+            },
+          },
+  };
 }

@@ -1,6 +1,6 @@
 // A nats-server on a loopback port, for tests, the cluster benchmark and trying a cluster on one machine. It is
 // the Debian package's binary (`apt-get install nats-server`), started as a child process; `restart` stops it and
-// starts it again on the same port (a server restarted mid-run).
+// starts it again on the same port (a server restarted mid-run). And `populora worker` processes beside it.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -64,4 +64,22 @@ export async function startLocalNatsServer(args: readonly string[] = [], binary 
     },
     stop: () => stopServer(child),
   };
+}
+
+/**
+ * `node CLI worker FILE --nats URL --cluster NAME ...role` (`cli`: the built dist/src/cli/main.js); resolves once it
+ * serves. `spawned` sees the process at once (to end it even if it never serves).
+ */
+export function startWorkerProcess(cli: string, file: string, url: string, cluster: string, role: readonly string[], spawned?: (child: ChildProcess) => void): Promise<ChildProcess> {
+  const child = spawn('node', [cli, 'worker', file, '--nats', url, '--cluster', cluster, ...role], { stdio: ['ignore', 'pipe', 'pipe'] });
+  spawned?.(child);
+  return new Promise((resolve, reject) => {
+    let [stdout, stderr] = ['', ''];
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (/worker .*for scenario/.test(stdout)) resolve(child);
+    });
+    child.once('exit', (code) => reject(new Error(`the worker exited with code ${code} before it served: ${stderr}`)));
+  });
 }

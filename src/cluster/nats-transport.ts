@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Message, Transport } from '../runtime/transport.js';
 import { exact, unpackExact, type Exact } from './exact.js';
-import { decode, encode, NoReplyError, type RequestPolicy, type Subjects } from './nats.js';
+import { decode, encode, NoReplyError, partSize, type RequestPolicy, type Subjects } from './nats.js';
 
 /** What travels on an actor's subject: a delivery, or one part of a large one. */
 interface Packet {
@@ -83,7 +83,7 @@ export class NatsTransport implements Transport {
 
   /** A delivery's packets: one, or parts that each fit the server's max_payload. */
   private packets(seq: number, bytes: Uint8Array): Packet[] {
-    const size = (this.nc.info?.max_payload ?? 1024 * 1024) - 4096;
+    const size = partSize(this.nc);
     const parts = Math.max(1, Math.ceil(bytes.length / size));
     return Array.from({ length: parts }, (_, part) => ({ transport: this.id, seq, part, parts, bytes: bytes.subarray(part * size, (part + 1) * size) }));
   }

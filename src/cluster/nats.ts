@@ -134,8 +134,8 @@ const isTransfer = (value: unknown): value is { [TRANSFER]: Transfer } => typeof
 
 /** The most bytes one message carries here: the server's max_payload, less room for the envelope. */
 const partLimit = (nc: NatsConnection) => (nc.info?.max_payload ?? 1024 * 1024) - 4096;
-/** A part's bytes: a part and its envelope stay under partLimit. */
-const partSize = (nc: NatsConnection) => partLimit(nc) - 1024;
+/** A part's bytes: a part and its envelope stay under partLimit (requests and replies here, deliveries in nats-transport.ts). */
+export const partSize = (nc: NatsConnection) => partLimit(nc) - 1024;
 
 /** Transfers a responder keeps (large requests being uploaded, large replies being fetched): older ones are dropped. */
 const KEPT_TRANSFERS = 8;

@@ -124,15 +124,17 @@ export class RemoteEngineCore implements EngineCore {
     return [...this.live].sort((a, b) => load(a) - load(b) || (a < b ? -1 : 1))[0]!;
   }
 
-  /** Hands a shard its slots' states (the coordinator's copy) and records what the worker holds. */
-  private async assign(shard: number): Promise<void> {
+  /** Hands a shard its slots' states (by default the coordinator's copy) and keeps what the worker then holds. */
+  private async assign(shard: number, stateOf: (slot: number) => { adapter: LoraAdapter; optimizer: SlotState['optimizer'] | null } = (slot) => this.copyOf(slot)): Promise<void> {
     const slots = this.slotsOf[shard]!;
-    const states = slots.map((slot): [number, { adapter: LoraAdapter; optimizer: SlotState['optimizer'] | null }] => {
-      const state = this.states.get(slot);
-      if (!state) throw new ClusterError(`engine: no copy of slot ${slot} to hand to a worker`);
-      return [slot, state];
-    });
+    const states = slots.map((slot): [number, ReturnType<typeof stateOf>] => [slot, stateOf(slot)]);
     this.keep((await this.call(shard, { type: 'assign', shard, slots, states })).states);
+  }
+
+  private copyOf(slot: number): SlotState {
+    const state = this.states.get(slot);
+    if (!state) throw new ClusterError(`engine: no copy of slot ${slot} to hand to a worker`);
+    return state;
   }
 
   private keep(states: ReadonlyArray<[number, SlotState]>): void {
@@ -144,14 +146,11 @@ export class RemoteEngineCore implements EngineCore {
   }
 
   async load(adapters: readonly LoraAdapter[], optimizer: AdamWState | null): Promise<void> {
-    await Promise.all(this.slotsOf.map(async (slots, shard) => {
-      const states = slots.map((slot): [number, { adapter: LoraAdapter; optimizer: SlotState['optimizer'] | null }] => [slot, { adapter: adapters[slot]!, optimizer: optimizer ? slotStateOf(optimizer, slot) : null }]);
-      this.keep((await this.call(shard, { type: 'assign', shard, slots, states })).states);
-    }));
+    await Promise.all(this.slotsOf.map((_, shard) => this.assign(shard, (slot) => ({ adapter: adapters[slot]!, optimizer: optimizer ? slotStateOf(optimizer, slot) : null }))));
   }
 
   async state(): Promise<{ adapters: LoraAdapter[]; optimizer: AdamWState }> {
-    const all = Array.from({ length: this.options.slots }, (_, slot) => this.states.get(slot)!);
+    const all = Array.from({ length: this.options.slots }, (_, slot) => this.copyOf(slot));
     return { adapters: all.map((s) => s.adapter), optimizer: joinSlotStates(all.map((s) => s.optimizer)) };
   }
 
@@ -186,7 +185,7 @@ export class RemoteEngineCore implements EngineCore {
     for (const child of spec.children) byShard.set(this.shardOf(child.slot), [...(byShard.get(this.shardOf(child.slot)) ?? []), child]);
     await Promise.all([...byShard].map(async ([shard, children]) => {
       const away = [...new Set(children.flatMap((c) => c.parentSlots))].filter((slot) => this.shardOf(slot) !== shard).sort((a, b) => a - b);
-      const parents = away.map((slot): [number, SlotState] => [slot, this.states.get(slot)!]); // parents' factors move to the child's worker
+      const parents = away.map((slot): [number, SlotState] => [slot, this.copyOf(slot)]); // parents' factors move to the child's worker
       this.keep((await this.call(shard, { type: 'evolve', shard, op: this.nextOp++, spec: { ...spec, children }, parents })).states);
     }));
   }

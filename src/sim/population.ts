@@ -72,14 +72,12 @@ export function modelInfo(scenario: Scenario, file: string): ModelInfo {
 }
 
 export function buildModel(scenario: Scenario, backend: Backend, file: string): ModelParts {
-  if ('preset' in scenario.model) {
-    const { config, tokenizer } = presetModel(scenario, file);
-    const model = LlamaModel.upload(backend, config, randomModel(config, scenario.model.seed));
-    return { config, model, tokenizer, maxContext: model.maxContext };
-  }
-  const { config, weights } = loadModel(scenario.model.path);
-  const model = LlamaModel.upload(backend, config, weights, { storage: scenario.model.weights });
-  return { config, model, tokenizer: loadTokenizer(tokenizerOf(scenario.model.path, scenario.domain, file)), maxContext: model.maxContext };
+  const info = modelInfo(scenario, file);
+  const model =
+    'preset' in scenario.model
+      ? LlamaModel.upload(backend, info.config, randomModel(info.config, scenario.model.seed))
+      : LlamaModel.upload(backend, info.config, loadModel(scenario.model.path).weights, { storage: scenario.model.weights });
+  return { ...info, model };
 }
 
 /** A model folder's tokenizer.json, which the domains need to write their tasks. */
