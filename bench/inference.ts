@@ -2,12 +2,14 @@
 // LoRA overhead over base-only, and achieved memory bandwidth in decode; the kernel dispatches of a decode step and
 // the host's time to record them (the forward call itself: it only encodes), per dispatch. Then decode through
 // generate() with the host loop (a readback per token) and the device loop (a readback per --steps-per-read
-// tokens), in alternating rounds. Prints tables; writes JSON.
+// tokens), in alternating rounds. Then, on WebGPU with timestamp queries, the per-kernel table of a prefill and of
+// the decode steps of each --profile shape (kernel-profile.ts). Prints tables; writes JSON.
 //
 //   node dist/bench/inference.js [--preset bench-small|qwen2.5-0.5b-shape] [--backend webgpu|cpu] [--weights f16|f32]
 //                                [--prompt 16] [--decode 8] [--rank 16] [--peak-gbs N] [--out bench/results/inference.json]
 //                                [--shapes 1x1,8x8,...]   (batch x distinct adapters; default: all six)
 //                                [--loop-rounds 3] [--loop-decode 32] [--steps-per-read 16]   (0 rounds: no loop table)
+//                                [--profile 1x1,32x32]   (batch x distinct adapters, 0 = base only; none: no profile)
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -20,6 +22,7 @@ import { DEFAULT_STEPS_PER_READ, generate, type DecodeLoop } from '../src/model/
 import { LlamaModel } from '../src/model/llama.js';
 import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, loraModuleShape, randomAdapter } from '../src/model/peft.js';
+import { printProfile, profilePhase, type PhaseProfile } from './kernel-profile.js';
 import { presetConfig } from './presets.js';
 
 const ALL_SHAPES = '1x1,8x1,8x8,32x1,32x8,32x32';
@@ -38,13 +41,17 @@ const { values: args } = parseArgs({
     'loop-rounds': { type: 'string', default: '3' },
     'loop-decode': { type: 'string', default: '32' },
     'steps-per-read': { type: 'string', default: String(DEFAULT_STEPS_PER_READ) },
+    profile: { type: 'string', default: '1x1,32x32' },
   },
 });
-const SHAPES = args.shapes!.split(',').map((shape) => {
-  const [batch, adapters] = shape.split('x').map(Number);
-  if (!(batch! >= 1 && adapters! >= 1)) throw new Error(`--shapes: "${shape}" is not BATCHxADAPTERS, e.g. 8x8`);
-  return [batch!, adapters!] as const;
-});
+const parseShapes = (option: string, list: string, fewestAdapters: number) =>
+  list.split(',').filter((shape) => shape !== '' && shape !== 'none').map((shape) => {
+    const [batch, adapters] = shape.split('x').map(Number);
+    if (!(batch! >= 1 && adapters! >= fewestAdapters)) throw new Error(`--${option}: "${shape}" is not BATCHxADAPTERS with at least ${fewestAdapters} adapters, e.g. 8x8`);
+    return [batch!, adapters!] as const;
+  });
+const SHAPES = parseShapes('shapes', args.shapes!, 1);
+const PROFILE_SHAPES = parseShapes('profile', args.profile!, 0); // 0 adapters: base only
 
 interface Row {
   batch: number;
@@ -72,40 +79,65 @@ function decodeBytes(c: LlamaConfig, storage: WeightStorage, adapters: number, r
   return (L * perLayer + V * D) * elementBytes + adapters * L * lora * 4 + kv;
 }
 
-async function measure(model: LlamaModel, bank: LoraBank | undefined, batch: number, adapters: number, promptLen: number, steps: number): Promise<Omit<Row, 'decodeGBPerS'>> {
+/** A batch's prefill and decode steps through model.forward, each read back once as generation does. */
+function forwardSteps(model: LlamaModel, bank: LoraBank | undefined, batch: number, adapters: number, promptLen: number, steps: number) {
   const b = model.backend;
   const V = model.config.vocabSize;
   const cache = model.createKvCache(batch, promptLen + 1 + steps);
   const adapterOf = (s: number) => (adapters === 0 ? -1 : s % adapters);
-  let hostMs = 0; // in forward calls
+  const host = { ms: 0 }; // in forward calls
   const run = async (tokens: number[], slots: number[], positions: number[], logitRows: number[]) => {
     const batch = { tokens: Int32Array.from(tokens), slots: Int32Array.from(slots), positions: Int32Array.from(positions), adapters: Int32Array.from(slots, adapterOf), logitRows: Int32Array.from(logitRows) };
     const start = performance.now();
     const logits = model.forward(batch, cache, bank);
-    hostMs += performance.now() - start;
-    await b.readF32(logits); // the step's one readback, as generation does
+    host.ms += performance.now() - start;
+    await b.readF32(logits);
     b.free(logits);
   };
   const slots = Array.from({ length: batch * promptLen }, (_, i) => Math.floor(i / promptLen));
-  const prefill = () => run(slots.map((s, i) => (s * 31 + i) % V), slots, slots.map((_, i) => i % promptLen), Array.from({ length: batch }, (_, s) => s * promptLen + promptLen - 1));
-  await prefill(); // warm-up: pipelines compile, buffers enter the pool
-  let start = performance.now();
-  await prefill();
-  const prefillSeconds = seconds(start);
   const rows = Array.from({ length: batch }, (_, s) => s);
-  const decode = (step: number) => run(rows.map((s) => (s + step) % V), rows, rows.map(() => promptLen + step), rows);
-  await decode(0); // warm-up: the decode variants' pipelines compile (on lavapipe, in seconds)
+  return {
+    host,
+    prefill: () => run(slots.map((s, i) => (s * 31 + i) % V), slots, slots.map((_, i) => i % promptLen), Array.from({ length: batch }, (_, s) => s * promptLen + promptLen - 1)),
+    decode: (step: number) => run(rows.map((s) => (s + step) % V), rows, rows.map(() => promptLen + step), rows),
+    free: () => model.freeKvCache(cache),
+  };
+}
+
+async function measure(model: LlamaModel, bank: LoraBank | undefined, batch: number, adapters: number, promptLen: number, steps: number): Promise<Omit<Row, 'decodeGBPerS'>> {
+  const b = model.backend;
+  const run = forwardSteps(model, bank, batch, adapters, promptLen, steps);
+  await run.prefill(); // warm-up: pipelines compile, buffers enter the pool
+  let start = performance.now();
+  await run.prefill();
+  const prefillSeconds = seconds(start);
+  await run.decode(0); // warm-up: the decode variants' pipelines compile (on lavapipe, in seconds)
   const dispatches = b.dispatches();
-  hostMs = 0;
+  run.host.ms = 0;
   start = performance.now();
-  for (let step = 1; step <= steps; step++) await decode(step);
+  for (let step = 1; step <= steps; step++) await run.decode(step);
   const decodeSeconds = seconds(start);
   const dispatchesPerStep = (b.dispatches() - dispatches) / steps;
-  model.freeKvCache(cache);
+  run.free();
   return {
     batch, adapters, prefillTokensPerS: (batch * promptLen) / prefillSeconds, decodeTokensPerS: (batch * steps) / decodeSeconds, decodeMsPerStep: (decodeSeconds * 1000) / steps,
-    dispatchesPerStep, hostUsPerDispatch: dispatchesPerStep === 0 ? 0 : (hostMs * 1000) / steps / dispatchesPerStep,
+    dispatchesPerStep, hostUsPerDispatch: dispatchesPerStep === 0 ? 0 : (run.host.ms * 1000) / steps / dispatchesPerStep,
   };
+}
+
+/** The per-kernel tables of one shape's prefill and decode steps (after a warm-up of each), apart from the timed runs. */
+async function profileShape(model: LlamaModel, bank: LoraBank | undefined, batch: number, adapters: number, promptLen: number, steps: number): Promise<PhaseProfile[]> {
+  const run = forwardSteps(model, bank, batch, adapters, promptLen, steps);
+  const shape = { storage: model.storage, adapters };
+  const what = `batch ${batch}, ${adapters === 0 ? 'base only' : `${adapters} adapters`}`;
+  await run.prefill();
+  await run.decode(0);
+  const prefill = await profilePhase(model.backend, `prefill (${what}, ${promptLen} tokens a sequence)`, { ...shape, meanContext: (promptLen + 1) / 2 }, run.prefill);
+  const decode = await profilePhase(model.backend, `decode (${what}, ${steps} steps)`, { ...shape, meanContext: promptLen + 1 + steps / 2 }, async () => {
+    for (let step = 1; step <= steps; step++) await run.decode(step);
+  });
+  run.free();
+  return [prefill, decode];
 }
 
 interface LoopRow {
@@ -192,7 +224,7 @@ async function main() {
   try {
     const [loopRounds, loopSteps, stepsPerRead] = [Number(args['loop-rounds']), Number(args['loop-decode']), Number(args['steps-per-read'])];
     const model = LlamaModel.upload(backend, config, randomModel(config, 1), { storage, maxContext: promptLen + 1 + Math.max(steps, loopRounds > 0 ? loopSteps : 0) });
-    const maxAdapters = Math.max(...SHAPES.map(([, a]) => a));
+    const maxAdapters = Math.max(...[...SHAPES, ...PROFILE_SHAPES].map(([, a]) => a));
     const bank = new LoraBank(backend, config, maxAdapters, rank, LORA_MODULES);
     for (let slot = 0; slot < maxAdapters; slot++) bank.load(slot, randomAdapter(config, { rank, targets: [...LORA_MODULES], seed: slot, init: 'gaussian' }));
     const rows: Row[] = [];
@@ -207,6 +239,10 @@ async function main() {
       }
     }
     const loops = loopRounds > 0 ? await compareLoops(model, bank, promptLen, loopSteps, loopRounds, stepsPerRead) : [];
+    const profiles: PhaseProfile[] = [];
+    if (backend.timeKernels) {
+      for (const [batch, adapters] of PROFILE_SHAPES) profiles.push(...(await profileShape(model, adapters === 0 ? undefined : bank, batch, adapters, promptLen, steps)));
+    } else if (PROFILE_SHAPES.length > 0) console.error(`  no kernel profile: ${backend.deviceDescription} has no timestamp queries`);
     const streaming = await streamingGBPerS(backend);
     const peak = args['peak-gbs'] ? Number(args['peak-gbs']) : streaming;
     const baseOf = (batch: number) => rows.find((r) => r.batch === batch && r.adapters === 0)!;
@@ -220,9 +256,10 @@ async function main() {
       console.log(`| ${r.batch} | ${r.adapters || 'base'} | ${r.prefillTokensPerS.toFixed(1)} | ${r.decodeTokensPerS.toFixed(1)} | ${r.decodeMsPerStep.toFixed(2)} | ${overhead} | ${r.decodeGBPerS.toFixed(2)} | ${((r.decodeGBPerS / peak) * 100).toFixed(1)}% | ${r.dispatchesPerStep} | ${r.hostUsPerDispatch.toFixed(1)} |`);
     }
     if (loops.length > 0) printLoops(loops, loopSteps, stepsPerRead);
+    profiles.forEach(printProfile);
     mkdirSync(dirname(args.out!), { recursive: true });
     const loopFigures = { steps: loopSteps, stepsPerRead, rounds: loopRounds, rows: loops };
-    writeFileSync(args.out!, JSON.stringify({ preset: args.preset, config, storage, rank, promptLen, steps, device: backend.deviceDescription, streamingGBPerS: streaming, peakGBPerS: peak, rows, loops: loopFigures }, null, 2));
+    writeFileSync(args.out!, JSON.stringify({ preset: args.preset, config, storage, rank, promptLen, steps, device: backend.deviceDescription, streamingGBPerS: streaming, peakGBPerS: peak, rows, loops: loopFigures, profiles }, null, 2));
     console.log(`\nwrote ${args.out}`);
   } finally {
     backend.destroy();

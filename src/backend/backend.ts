@@ -6,6 +6,10 @@
 // Conventions: matrices are row-major; a linear layer's weight is [out, in] as in Hugging Face, so
 // matmul computes y = x · Wᵀ (+ bias). Shapes are given in comments as [rows, cols].
 
+import type { KernelTiming } from './webgpu-profiler.js';
+
+export type { KernelTiming };
+
 export type BackendName = 'cpu' | 'webgpu';
 
 /** How a weight matrix is stored on the device. Compute is always f32; f16 halves the bytes read. */
@@ -108,6 +112,11 @@ export interface Backend {
   readonly maxBindingBytes: number;
   /** Kernel dispatches recorded since the backend was opened (0 on the CPU): a benchmark's count per step. */
   dispatches(): number;
+  /**
+   * WebGPU with timestamp queries: runs `work` with every dispatch timed on the device, each in a pass of its own
+   * (a benchmark's per-kernel table; the split passes cost a little, so time the figures apart from it).
+   */
+  timeKernels?(work: () => Promise<void>): Promise<KernelTiming[]>;
 
   upload(data: Float32Array, shape: readonly number[]): Tensor;
   uploadI32(data: Int32Array, shape: readonly number[]): Tensor;

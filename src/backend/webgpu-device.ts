@@ -51,8 +51,11 @@ export async function openDevice(validate: boolean): Promise<OpenedDevice> {
     if (openDevices === 0) instance = undefined;
     throw new Error(`the WebGPU adapter binds ${maxStorageBuffersPerShaderStage} storage buffers per shader stage; populora's fused kernels need ${FUSED_STORAGE_BUFFERS}`);
   }
+  // Timestamp queries, where the adapter has them, serve kernel profiles (bench/kernel-profile.ts); no run uses them.
+  const requiredFeatures: GPUFeatureName[] = adapter.features.has('timestamp-query') ? ['timestamp-query'] : [];
   const device = await adapter.requestDevice({
     label: 'populora',
+    requiredFeatures,
     requiredLimits: { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupStorageSize, maxStorageBuffersPerShaderStage, minStorageBufferOffsetAlignment },
   });
   openDevices++;

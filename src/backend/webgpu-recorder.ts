@@ -4,6 +4,7 @@
 
 import { layOut, type ParamLayout } from './kernel-params.js';
 import type { KernelLibrary } from './webgpu-device.js';
+import { DispatchProfiler, type KernelTiming } from './webgpu-profiler.js';
 
 /** A kernel's parameter values by their names in its WGSL `struct Params` (kernel-params.ts lays them out). */
 export type Params = Readonly<Record<string, number>>;
@@ -11,6 +12,7 @@ export type Params = Readonly<Record<string, number>>;
 /** A kernel and one variant of it (override constants), its pipeline looked up once by the caller. */
 export interface KernelVariant {
   readonly name: string;
+  readonly constants: Readonly<Record<string, number>>;
   readonly pipeline: GPUComputePipeline;
   readonly params: ParamLayout;
   readonly buffers: number; // storage bindings after the parameter block
@@ -59,6 +61,8 @@ export class Recorder {
 
   /** Dispatches recorded so far (a benchmark reads it before and after a step). */
   dispatchCount = 0;
+
+  private profiler: DispatchProfiler | null = null; // while a kernel profile is open (timeKernels)
 
   private pendingChecks: Array<Promise<string | null>> = []; // error scopes around finish and submit
   private failure: string | null = null; // the first error: the backend is unusable after it
@@ -148,7 +152,7 @@ export class Recorder {
 
   /** The pipeline of a kernel's variant, for dispatchVariant (a hot caller keeps it, keyed as it likes). */
   variant(kernel: string, constants: Record<string, number>): KernelVariant {
-    return { name: kernel, pipeline: this.kernels.pipeline(kernel, constants), ...this.kernels.signature(kernel) };
+    return { name: kernel, constants, pipeline: this.kernels.pipeline(kernel, constants), ...this.kernels.signature(kernel) };
   }
 
   /**
@@ -178,12 +182,45 @@ export class Recorder {
     // With validation on, each dispatch is a command buffer of its own, labelled by its kernel, so an error
     // names the kernel at fault (otherwise one encoder holds the whole step).
     if (this.validate) this.finishEncoder();
+    if (this.profiler) this.beginTimedPass(kernel, params, [x, y]);
     this.pass ??= this.commandEncoder(this.validate ? `kernels/${kernel.name}.wgsl` : undefined).beginComputePass({ label: 'populora step' });
     this.pass.setPipeline(kernel.pipeline);
     this.dynamicOffset[0] = offset;
     this.pass.setBindGroup(0, bindGroup, this.dynamicOffset, 0, 1);
     this.pass.dispatchWorkgroups(x, y);
     if (this.validate) this.finishEncoder();
+    if (this.profiler) this.endPass();
+  }
+
+  /** A profiled dispatch gets a pass of its own, timestamped at its beginning and end. */
+  private beginTimedPass(kernel: KernelVariant, params: Uint32Array, groups: readonly [number, number]): void {
+    this.endPass();
+    if (this.profiler!.full) this.flush();
+    const timestampWrites = this.profiler!.timestampWrites(kernel.name, kernel.constants, kernel.params, params, groups);
+    this.pass = this.commandEncoder(this.validate ? `kernels/${kernel.name}.wgsl` : undefined).beginComputePass({ label: `kernels/${kernel.name}.wgsl`, timestampWrites });
+  }
+
+  /** Times every dispatch from now on, until takeProfile (needs the device's 'timestamp-query' feature). */
+  startProfile(): void {
+    this.checkUsable();
+    if (!this.device.features.has('timestamp-query')) throw new Error('populora: this WebGPU adapter has no timestamp queries, which a kernel profile needs');
+    this.flush(); // work recorded before is not profiled
+    this.profiler ??= new DispatchProfiler(this.device);
+  }
+
+  /** Submits what is recorded and returns every dispatch's GPU time since startProfile; profiling stops. */
+  async takeProfile(): Promise<KernelTiming[]> {
+    const profiler = this.profiler;
+    if (!profiler) return [];
+    this.flush();
+    this.profiler = null;
+    try {
+      const timings = await profiler.take();
+      await this.throwRecordedError();
+      return timings;
+    } finally {
+      profiler.destroy();
+    }
   }
 
   /**
@@ -222,6 +259,8 @@ export class Recorder {
   /** Submits everything recorded so far, with the parameter blocks its dispatches read. */
   flush(): void {
     if (this.destroyed) return;
+    this.endPass();
+    const timestamps = this.profiler?.pending ? this.profiler.resolveInto(this.commandEncoder()) : null;
     this.finishEncoder();
     if (this.finished.length === 0) return;
     if (this.arenaUsed > 0) this.device.queue.writeBuffer(this.arena, 0, this.arenaData, 0, this.arenaUsed * this.slotBytes);
@@ -229,6 +268,7 @@ export class Recorder {
     this.device.pushErrorScope('validation');
     this.device.queue.submit(this.finished);
     this.watch(this.device.popErrorScope(), 'submit');
+    if (timestamps) this.profiler!.submitted(timestamps);
     this.uploads.forEach((b) => b.destroy()); // Dawn frees them once the submitted copies are done
     this.uploads = [];
     this.finished = [];
@@ -275,6 +315,8 @@ export class Recorder {
 
   destroy(): void {
     this.destroyed = true;
+    this.profiler?.destroy();
+    this.profiler = null;
     this.pass = null;
     this.encoder = null;
     this.finished = [];

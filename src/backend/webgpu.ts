@@ -8,7 +8,7 @@
 
 import {
   assert, colsOf, describeShape, MAX_CONTEXT, MAX_SEGMENT_ROWS, numel, rowBytes, rowsOf, single,
-  type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage,
+  type Backend, type KernelTiming, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage,
 } from './backend.js';
 import { f16BitsToF32, f32ToF16Bits } from './half.js';
 import { packSampleRows, SAMPLE_ROW_WORDS } from './sampling.js';
@@ -208,6 +208,17 @@ class WebGpuBackend implements Backend {
 
   dispatches(): number {
     return this.recorder.dispatchCount;
+  }
+
+  async timeKernels(work: () => Promise<void>): Promise<KernelTiming[]> {
+    this.recorder.startProfile();
+    try {
+      await work();
+    } catch (error) {
+      await this.recorder.takeProfile().catch(() => []); // profiling stops; the work's error is the one to report
+      throw error;
+    }
+    return this.recorder.takeProfile();
   }
 
   async readF32(t: Tensor): Promise<Float32Array> {
