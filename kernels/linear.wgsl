@@ -29,47 +29,54 @@
 //           out:        f32 (see the epilogues)
 //           cacheK/V:   [cacheSlots, maxLen, kvHeads·hd] f32 of one layer from element layerBase (ROPE_KV)
 // Dispatch: (ceil(units / units per workgroup), row tiles). A unit is an output column, or a pair (SWIGLU,
-//           ROPE_KV); a row tile is TM rows (1 when T = 1, else 8), or one segment of at most 8 rows (SEGMENTS).
+//           ROPE_KV); a row tile is TM rows (1 when T = 1; else 8, or in the CPU layout 16 when T > 8), or one
+//           segment of at most 8 rows (SEGMENTS). Units per workgroup: 8 (GPU layout; 4 pairs), 64 · UNITS (CPU).
 //
 // Two thread layouts of the same maths (SERIAL):
 //   GPU: 256 threads = 32 K-lanes × 8 column threads (a pair: threads c and c + 4). matmul.wgsl's order: lane l
 //        sums words l, l+32, ... in ascending order (both halves of a word, low first; an odd K's last value
 //        last), then the 32 lanes meet in a fixed tree. The RMS sum: rmsnorm.wgsl's 256-thread tree.
-//   CPU (software adapters: lavapipe): 64 threads, one unit each over every k in ascending order; the RMS sum in
-//        ascending order. lavapipe runs 8 invocations as one SIMD vector: a weight load is one gather for 8
-//        columns and every x load is uniform (one scalar), where the GPU layout gathers x too and waits at the
-//        tree's barriers (4-8x slower there, measured).
+//   CPU (software adapters: lavapipe): 64 threads, each UNITS units × TM rows over every k in ascending order;
+//        the RMS sum in ascending order. lavapipe runs 8 invocations as one SIMD vector: a weight load is one
+//        gather for 8 columns and every x load is uniform (one scalar), where the GPU layout gathers x too and
+//        waits at the tree's barriers (4-8x slower there, measured).
 // Batch invariance: in both layouts an output's order depends on K only; rows never meet. Rows past the end of
 // a tile are computed from a clamped row and never written.
 
 override WEIGHT_F16: bool = false;
 override SERIAL: bool = false;
-override TM: u32 = 8u; // rows per workgroup, at most MAX_TM
+override TM: u32 = 8u; // rows per workgroup: at most MAX_TM (GPU layout), MAX_SERIAL_TM (CPU layout: 1, 8 or 16)
 override NORM: bool = false;
 override LORA: bool = false;
 override EPILOGUE: u32 = 0u;
 override GATHER: bool = false;
 override SEGMENTS: bool = false;
-override STAGE: bool = false; // CPU layout: x̂ of the tile's rows staged in workgroup memory (TM · K <= STAGE_SIZE)
+override UNITS: u32 = 1u; // CPU layout: units a thread computes (COLUMNS <= MAX_COLUMNS)
 
 const STORE: u32 = 0u;
 const RESIDUAL: u32 = 1u;
 const SWIGLU: u32 = 2u;
 const ROPE_KV: u32 = 3u;
 const MAX_TM: u32 = 8u;
+const MAX_SERIAL_TM: u32 = 16u;
+const MAX_QUADS: u32 = 4u; // MAX_SERIAL_TM / 4
+const MAX_COLUMNS: u32 = 8u;
 const LANES: u32 = 32u;
 const COLS: u32 = 8u;
 const THREADS: u32 = 256u; // GPU layout: LANES · COLS
 const SERIAL_THREADS: u32 = 64u;
 const NONE: u32 = 0xffffffffu;
-const STAGE_SIZE: u32 = 4096u;
+const STAGE_SIZE: u32 = 4096u; // CPU layout: values of x̂ staged at once (16 KiB)
 
 override PAIRED: bool = EPILOGUE == SWIGLU || EPILOGUE == ROPE_KV;
 override WG_X: u32 = select(LANES, SERIAL_THREADS, SERIAL);
 override WG_Y: u32 = select(COLS, 1u, SERIAL);
 // Workgroup memory a variant does not use is one word, so it takes no occupancy from the other layout's variants.
 override PARTIAL_WORDS: u32 = select(TM * THREADS, 1u, SERIAL);
-override STAGED_WORDS: u32 = select(1u, STAGE_SIZE, STAGE);
+override STAGED_QUADS: u32 = select(1u, STAGE_SIZE / 4u, SERIAL && TM > 1u);
+override COLUMNS: u32 = select(UNITS, 2u * UNITS, PAIRED);
+override QUADS: u32 = max(TM / 4u, 1u);
+override CHUNK: u32 = STAGE_SIZE / (4u * QUADS); // values of k staged at once (even)
 
 struct Params {
   colEnd: vec4u, // part p's columns: colEnd[p - 1] .. colEnd[p] - 1 (from 0 for p = 0); up to 3 parts
@@ -113,8 +120,8 @@ struct Params {
 @group(0) @binding(12) var<storage, read_write> cacheV: array<f32>;
 
 var<workgroup> partial: array<f32, PARTIAL_WORDS>; // GPU layout: the RMS tree [TM][256], then the sums [COLS][TM][LANES]
-var<workgroup> staged: array<f32, STAGED_WORDS>; // CPU layout, STAGE: x̂ [TM][K]
-var<workgroup> stagedInverseRms: array<f32, MAX_TM>;
+var<workgroup> staged: array<vec4f, STAGED_QUADS>; // CPU layout: x̂ [CHUNK][QUADS] (quads of rows)
+var<workgroup> stagedInverseRms: array<f32, MAX_SERIAL_TM>;
 // GPU layout, per tile row: where its input starts in x, its output row (NONE past the tile), its inverse RMS, and
 // the K-sum of the thread's column. (The CPU layout keeps these in vectors: lavapipe holds a private array in
 // memory, and a load through an offset read from it is gathered lane by lane instead of made once.)
@@ -126,7 +133,7 @@ var<private> acc: array<f32, MAX_TM>;
 @compute @workgroup_size(WG_X, WG_Y)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
   if (SERIAL) {
-    serial(wid.y, lid.x, wid.x * SERIAL_THREADS + lid.x);
+    serial(wid.y, lid.x, wid.x);
   } else {
     lanes(wid.y, lid.x, lid.y, wid.x);
   }
@@ -196,160 +203,154 @@ fn weightBase(tile: u32, n: u32) -> u32 {
 }
 
 // ---- CPU layout ----
+//
+// A thread computes a register tile: UNITS units (COLUMNS columns: a pair's second columns after the firsts) × the
+// tile's TM rows, each sum over every k in ascending order. With TM > 1 the tile's x̂ is staged in workgroup memory
+// CHUNK values of k at a time as quads of rows ([k][QUADS] vec4f), so one load of x̂ (uniform across the workgroup)
+// feeds a quad's sums in every column of the thread, and one weight load (a lane-by-lane gather on lavapipe) feeds
+// every row. TM = 1 (decode) reads x itself, uniform across the workgroup. (Measured on lavapipe: 8 columns × 16
+// rows a thread made a prefill matmul 5x faster than one column × 8 rows.)
 
-// Weights at k = 2i and 2i + 1 of the columns whose rows start at words base and base2 (a pair's second column):
-// (base's at 2i, at 2i + 1, base2's at 2i, at 2i + 1).
-fn weightPair(base: u32, base2: u32, i: u32) -> vec4f {
-  var second = vec2f();
-  if (WEIGHT_F16) {
-    if (PAIRED) { second = unpack2x16float(w[base2 + i]); }
-    return vec4f(unpack2x16float(w[base + i]), second);
-  }
-  if (PAIRED) { second = vec2f(bitcast<f32>(w[base2 + 2u * i]), bitcast<f32>(w[base2 + 2u * i + 1u])); }
-  return vec4f(bitcast<f32>(w[base + 2u * i]), bitcast<f32>(w[base + 2u * i + 1u]), second);
+// Weights at k = 2i and 2i + 1 of the column whose row starts at word `base`.
+fn weightPair(base: u32, i: u32) -> vec2f {
+  if (WEIGHT_F16) { return unpack2x16float(w[base + i]); }
+  return vec2f(bitcast<f32>(w[base + 2u * i]), bitcast<f32>(w[base + 2u * i + 1u]));
 }
 
-// An odd K's last weight (k = K - 1) of both columns.
-fn weightLast(base: u32, base2: u32) -> vec2f {
-  if (WEIGHT_F16) { return vec2f(unpack2x16float(w[base + p.K / 2u]).x, unpack2x16float(w[base2 + p.K / 2u]).x); }
-  return vec2f(bitcast<f32>(w[base + p.K - 1u]), bitcast<f32>(w[base2 + p.K - 1u]));
+// An odd K's last weight (k = K - 1) of the column.
+fn weightLast(base: u32) -> f32 {
+  if (WEIGHT_F16) { return unpack2x16float(w[base + p.K / 2u]).x; }
+  return bitcast<f32>(w[base + p.K - 1u]);
 }
 
-// x̂ at column k of the input rows starting at `rows` (offsets in x, or in `staged`) whose inverse RMS is `inv`.
-fn xin4(rows: vec4u, inv: vec4f, k: u32) -> vec4f {
-  if (STAGE) { return vec4f(staged[rows.x + k], staged[rows.y + k], staged[rows.z + k], staged[rows.w + k]); }
-  let v = vec4f(x[rows.x + k], x[rows.y + k], x[rows.z + k], x[rows.w + k]);
-  if (NORM) { return v * inv * normWeight[k]; }
-  return v;
+// 1 / rms of the input row starting at `row` in x, its squares summed in ascending order.
+fn inverseRmsOf(row: u32) -> f32 {
+  var sum = 0.0;
+  for (var d = 0u; d < p.K; d++) { sum = fma(x[row + d], x[row + d], sum); }
+  return inverseSqrt(sum / f32(p.K) + p.eps);
 }
 
-fn xin1(row: u32, inv: f32, k: u32) -> f32 {
-  if (STAGE) { return staged[row + k]; }
+// x̂ at column k of the input row starting at `row`, whose inverse RMS is `inv`.
+fn xHat(row: u32, inv: f32, k: u32) -> f32 {
   let v = x[row + k];
   if (NORM) { return v * inv * normWeight[k]; }
   return v;
 }
 
-// STAGE: the workgroup writes x̂ of its rows once (thread r < TM sums row r's squares), so the loop over k reads
-// workgroup memory (the same values, in the same order, as without staging).
-fn stage(tile: u32, thread: u32) {
-  if (NORM) {
-    if (thread < TM) {
-      let row = inputRow(tile, thread) * p.K;
-      var sum = 0.0;
-      for (var d = 0u; d < p.K; d++) { sum = fma(x[row + d], x[row + d], sum); }
-      stagedInverseRms[thread] = inverseSqrt(sum / f32(p.K) + p.eps);
-    }
-    workgroupBarrier();
-  }
-  for (var i = thread; i < TM * p.K; i += SERIAL_THREADS) {
-    let r = i / p.K;
-    let k = i % p.K;
-    let v = x[inputRow(tile, r) * p.K + k];
-    if (NORM) { staged[i] = v * stagedInverseRms[r] * normWeight[k]; } else { staged[i] = v; }
-  }
-  workgroupBarrier();
+// Unit c of the thread: units are dealt to the workgroup's threads one round of SERIAL_THREADS at a time.
+fn unitOf(group: u32, thread: u32, c: u32) -> u32 {
+  return (group * UNITS + c) * SERIAL_THREADS + thread;
 }
 
-fn inverseRms4(rows: vec4u) -> vec4f {
-  var sum = vec4f();
-  for (var d = 0u; d < p.K; d++) {
-    let v = vec4f(x[rows.x + d], x[rows.y + d], x[rows.z + d], x[rows.w + d]);
-    sum = fma(v, v, sum);
+// First weight word of each of the thread's columns (units past the end: the last unit's, computed, not written).
+fn columnBases(tile: u32, group: u32, thread: u32) -> array<u32, MAX_COLUMNS> {
+  var base: array<u32, MAX_COLUMNS>;
+  for (var j = 0u; j < COLUMNS; j++) {
+    let unit = min(unitOf(group, thread, j % UNITS), unitCount() - 1u);
+    base[j] = weightBase(tile, column(unit, j >= UNITS));
   }
-  return inverseSqrt(sum / f32(p.K) + p.eps);
+  return base;
 }
 
-// One unit per thread, every k in ascending order. TM = 1: the row's sums in (s.x, s.y) = (column, pair's second
-// column); TM = 8: tile rows 0-3 in the lanes of a (a2: the pair's second column), rows 4-7 in b (b2). The lanes
-// of a vector are independent sums: per row, the scalar order.
-fn serial(tile: u32, thread: u32, unit: u32) {
-  if (STAGE) { stage(tile, thread); }
-  let u = min(unit, unitCount() - 1u);
-  let base = weightBase(tile, column(u, false));
-  let base2 = weightBase(tile, column(u, true));
-  let pairs = p.K / 2u;
-  if (TM == 1u) {
-    let row = select(inputRow(tile, 0u) * p.K, 0u, STAGE);
-    var inv = 1.0;
-    if (NORM && !STAGE) {
-      var sum = 0.0;
-      for (var d = 0u; d < p.K; d++) { sum = fma(x[row + d], x[row + d], sum); }
-      inv = inverseSqrt(sum / f32(p.K) + p.eps);
-    }
-    var s = vec2f();
-    for (var i = 0u; i < pairs; i++) {
-      let weights = weightPair(base, base2, i);
-      s = fma(vec2f(xin1(row, inv, 2u * i + 1u)), weights.yw, fma(vec2f(xin1(row, inv, 2u * i)), weights.xz, s));
-    }
-    if ((p.K & 1u) == 1u) { s = fma(vec2f(xin1(row, inv, p.K - 1u)), weightLast(base, base2), s); }
-    let t = outputRow(tile, 0u);
-    if (unit < unitCount() && t != NONE) { finishRow(t, unit, s.x, s.y); }
-    return;
-  }
-  let inStage = vec4u(0u, 1u, 2u, 3u) * p.K;
-  let rowsA = select(vec4u(inputRow(tile, 0u), inputRow(tile, 1u), inputRow(tile, 2u), inputRow(tile, 3u)) * p.K, inStage, STAGE);
-  let rowsB = select(vec4u(inputRow(tile, 4u), inputRow(tile, 5u), inputRow(tile, 6u), inputRow(tile, 7u)) * p.K, inStage + 4u * p.K, STAGE);
-  var invA = vec4f(1.0);
-  var invB = vec4f(1.0);
-  if (NORM && !STAGE) {
-    invA = inverseRms4(rowsA);
-    invB = inverseRms4(rowsB);
-  }
-  var a = vec4f();
-  var b = vec4f();
-  var a2 = vec4f();
-  var b2 = vec4f();
-  for (var i = 0u; i < pairs; i++) {
-    let weights = weightPair(base, base2, i);
-    let x0 = xin4(rowsA, invA, 2u * i);
-    let x1 = xin4(rowsA, invA, 2u * i + 1u);
-    let y0 = xin4(rowsB, invB, 2u * i);
-    let y1 = xin4(rowsB, invB, 2u * i + 1u);
-    a = fma(x1, vec4f(weights.y), fma(x0, vec4f(weights.x), a));
-    b = fma(y1, vec4f(weights.y), fma(y0, vec4f(weights.x), b));
-    if (PAIRED) {
-      a2 = fma(x1, vec4f(weights.w), fma(x0, vec4f(weights.z), a2));
-      b2 = fma(y1, vec4f(weights.w), fma(y0, vec4f(weights.z), b2));
+// Where unit c's second column sits in the register tile (PAIRED); otherwise c itself, unused.
+fn second(c: u32) -> u32 {
+  return select(c, UNITS + c, PAIRED);
+}
+
+fn serial(tile: u32, thread: u32, group: u32) {
+  if (TM == 1u) { serialRow(tile, thread, group); } else { serialTile(tile, thread, group); }
+}
+
+fn serialRow(tile: u32, thread: u32, group: u32) {
+  let row = inputRow(tile, 0u) * p.K;
+  var inv = 1.0;
+  if (NORM) { inv = inverseRmsOf(row); }
+  let base = columnBases(tile, group, thread);
+  var acc: array<f32, MAX_COLUMNS>;
+  for (var i = 0u; i < p.K / 2u; i++) {
+    let x0 = xHat(row, inv, 2u * i);
+    let x1 = xHat(row, inv, 2u * i + 1u);
+    for (var j = 0u; j < COLUMNS; j++) {
+      let weights = weightPair(base[j], i);
+      acc[j] = fma(x1, weights.y, fma(x0, weights.x, acc[j]));
     }
   }
   if ((p.K & 1u) == 1u) {
-    let last = weightLast(base, base2);
-    let x0 = xin4(rowsA, invA, p.K - 1u);
-    let y0 = xin4(rowsB, invB, p.K - 1u);
-    a = fma(x0, vec4f(last.x), a);
-    b = fma(y0, vec4f(last.x), b);
-    a2 = fma(x0, vec4f(last.y), a2);
-    b2 = fma(y0, vec4f(last.y), b2);
+    let x0 = xHat(row, inv, p.K - 1u);
+    for (var j = 0u; j < COLUMNS; j++) { acc[j] = fma(x0, weightLast(base[j]), acc[j]); }
   }
-  if (unit >= unitCount()) { return; }
-  // LoRA deltas: when the tile's rows share an adapter (a few sequences per adapter, the usual case), each B row
-  // is read once for the tile instead of once per row (the same sums, in the same order).
-  var delta = Rows(vec4f(), vec4f());
-  var delta2 = Rows(vec4f(), vec4f());
-  let tA = vec4u(outputRow(tile, 0u), outputRow(tile, 1u), outputRow(tile, 2u), outputRow(tile, 3u));
-  let tB = vec4u(outputRow(tile, 4u), outputRow(tile, 5u), outputRow(tile, 6u), outputRow(tile, 7u));
-  let slot = adapterOf(tA.x);
-  let oneAdapter = LORA && sameAdapter(tA.y, slot) && sameAdapter(tA.z, slot) && sameAdapter(tA.w, slot) && sameAdapter(tB.x, slot) && sameAdapter(tB.y, slot) && sameAdapter(tB.z, slot) && sameAdapter(tB.w, slot);
-  if (oneAdapter) {
-    delta = tileDelta(column(unit, false), tA, tB, slot);
-    if (PAIRED) { delta2 = tileDelta(column(unit, true), tA, tB, slot); }
-  }
-  for (var r = 0u; r < TM; r++) {
-    let t = outputRow(tile, r);
-    if (t != NONE) {
-      if (r < 4u) {
-        if (oneAdapter) { finish(t, unit, a[r], a2[r], delta.a[r], delta2.a[r]); } else { finishRow(t, unit, a[r], a2[r]); }
-      } else {
-        if (oneAdapter) { finish(t, unit, b[r - 4u], b2[r - 4u], delta.b[r - 4u], delta2.b[r - 4u]); } else { finishRow(t, unit, b[r - 4u], b2[r - 4u]); }
-      }
-    }
+  let t = outputRow(tile, 0u);
+  for (var c = 0u; c < UNITS; c++) {
+    let unit = unitOf(group, thread, c);
+    if (unit < unitCount() && t != NONE) { finishRow(t, unit, acc[c], acc[second(c)]); }
   }
 }
 
-struct Rows {
-  a: vec4f, // tile rows 0-3
-  b: vec4f, // tile rows 4-7
+// Stages x̂ at k = k0 .. k0 + count - 1 of the tile's rows: staged[(k - k0) · QUADS + q] = rows 4q .. 4q + 3.
+fn stageChunk(tile: u32, thread: u32, k0: u32, count: u32) {
+  for (var i = thread; i < count * QUADS; i += SERIAL_THREADS) {
+    let k = k0 + i / QUADS;
+    let first = 4u * (i % QUADS);
+    var quad = vec4f();
+    for (var j = 0u; j < 4u; j++) { quad[j] = xHat(inputRow(tile, first + j) * p.K, stagedInverseRms[first + j], k); }
+    staged[i] = quad;
+  }
+}
+
+fn serialTile(tile: u32, thread: u32, group: u32) {
+  if (NORM && thread < TM) { stagedInverseRms[thread] = inverseRmsOf(inputRow(tile, thread) * p.K); }
+  let base = columnBases(tile, group, thread);
+  var acc: array<array<vec4f, MAX_QUADS>, MAX_COLUMNS>;
+  for (var k0 = 0u; k0 < p.K; k0 += CHUNK) {
+    let count = min(CHUNK, p.K - k0);
+    workgroupBarrier(); // the previous chunk is read (before the first: the inverse RMS are written)
+    stageChunk(tile, thread, k0, count);
+    workgroupBarrier();
+    for (var k = 0u; k + 1u < count; k += 2u) { // CHUNK is even: a pair of k never straddles two chunks
+      var x0: array<vec4f, MAX_QUADS>;
+      var x1: array<vec4f, MAX_QUADS>;
+      for (var q = 0u; q < QUADS; q++) {
+        x0[q] = staged[k * QUADS + q];
+        x1[q] = staged[(k + 1u) * QUADS + q];
+      }
+      for (var j = 0u; j < COLUMNS; j++) {
+        let weights = weightPair(base[j], (k0 + k) / 2u);
+        for (var q = 0u; q < QUADS; q++) { acc[j][q] = fma(x1[q], vec4f(weights.y), fma(x0[q], vec4f(weights.x), acc[j][q])); }
+      }
+    }
+    if (k0 + count == p.K && (count & 1u) == 1u) { // an odd K's last value
+      for (var j = 0u; j < COLUMNS; j++) {
+        let weight = vec4f(weightLast(base[j]));
+        for (var q = 0u; q < QUADS; q++) { acc[j][q] = fma(staged[(count - 1u) * QUADS + q], weight, acc[j][q]); }
+      }
+    }
+  }
+  // LoRA deltas: when the tile's rows share an adapter (a few sequences per adapter, the usual case), each B row
+  // is read once for the tile instead of once per row (the same sums, in the same order).
+  let slot = adapterOf(outputRow(tile, 0u));
+  var oneAdapter = LORA;
+  for (var r = 1u; r < TM; r++) { oneAdapter = oneAdapter && sameAdapter(outputRow(tile, r), slot); }
+  for (var c = 0u; c < UNITS; c++) {
+    let unit = unitOf(group, thread, c);
+    if (unit >= unitCount()) { break; }
+    var delta: array<vec4f, MAX_QUADS>;
+    var delta2: array<vec4f, MAX_QUADS>;
+    if (oneAdapter) {
+      delta = tileDelta(tile, column(unit, false), slot);
+      if (PAIRED) { delta2 = tileDelta(tile, column(unit, true), slot); }
+    }
+    for (var r = 0u; r < TM; r++) {
+      let t = outputRow(tile, r);
+      if (t == NONE) { break; } // rows past the end of a tile are at its end
+      let q = r / 4u;
+      let l = r % 4u;
+      if (oneAdapter) {
+        finish(t, unit, acc[c][q][l], acc[second(c)][q][l], delta[q][l], delta2[q][l]);
+      } else {
+        finishRow(t, unit, acc[c][q][l], acc[second(c)][q][l]);
+      }
+    }
+  }
 }
 
 // Adapter slot of output row t (NONE: past the tile, or LoRA off).
@@ -363,19 +364,21 @@ fn sameAdapter(t: u32, s: u32) -> bool {
   return t == NONE || adapterOf(t) == s;
 }
 
-// Σ_j h[t, hAt + j] · B[s·N_p + n_p, j] of column n for the tile's rows (output rows tA, tB), all of adapter s.
-fn tileDelta(n: u32, tA: vec4u, tB: vec4u, s: u32) -> Rows {
-  var d = Rows(vec4f(), vec4f());
+// Σ_j h[t, hAt + j] · B[s·N_p + n_p, j] of column n for the tile's rows (as quads), all of adapter s.
+fn tileDelta(tile: u32, n: u32, s: u32) -> array<vec4f, MAX_QUADS> {
+  var d: array<vec4f, MAX_QUADS>;
   let part = partOf(n);
   let hAt = p.hAt[part];
   if (s >= p.slots || hAt == NONE) { return d; }
   let bBase = (p.bStart[part] + s * (p.colEnd[part] - colStart(part)) + n - colStart(part)) * p.rank;
-  let hA = min(tA, vec4u(p.T - 1u)) * p.hCols + hAt; // rows past the tile: any row, never written
-  let hB = min(tB, vec4u(p.T - 1u)) * p.hCols + hAt;
+  var hRow: array<u32, MAX_SERIAL_TM>; // rows past the tile: any row, never written
+  for (var r = 0u; r < TM; r++) { hRow[r] = min(outputRow(tile, r), p.T - 1u) * p.hCols + hAt; }
   for (var j = 0u; j < p.rank; j++) {
     let weight = vec4f(loraB[bBase + j]);
-    d.a = fma(vec4f(h[hA.x + j], h[hA.y + j], h[hA.z + j], h[hA.w + j]), weight, d.a);
-    d.b = fma(vec4f(h[hB.x + j], h[hB.y + j], h[hB.z + j], h[hB.w + j]), weight, d.b);
+    for (var q = 0u; q < QUADS; q++) {
+      let hs = vec4f(h[hRow[4u * q] + j], h[hRow[4u * q + 1u] + j], h[hRow[4u * q + 2u] + j], h[hRow[4u * q + 3u] + j]);
+      d[q] = fma(hs, weight, d[q]);
+    }
   }
   return d;
 }

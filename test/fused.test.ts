@@ -48,12 +48,13 @@ function random(name: string) {
 }
 
 /** A case: epilogue, storage, with or without norm, bias, LoRA (some parts untargeted), gathered rows. */
-function makeCase(name: string, epilogue: Epilogue, options: { T?: number; storage?: WeightStorage; norm?: boolean; bias?: boolean; lora?: boolean; gather?: boolean } = {}): Case {
+function makeCase(name: string, epilogue: Epilogue, options: { T?: number; K?: number; width?: number; storage?: WeightStorage; norm?: boolean; bias?: boolean; lora?: boolean; gather?: boolean } = {}): Case {
   const r = random(name);
   const T = options.T ?? 64;
   const rope = epilogue === 'ropeKv' ? { heads: 3, kvHeads: 1, headDim: 6, tableRows: 40, cacheSlots: 5, maxLen: 30 } : undefined;
-  const K = 67;
-  const widths = rope ? [rope.heads * rope.headDim, rope.kvHeads * rope.headDim, rope.kvHeads * rope.headDim] : epilogue === 'swiglu' ? [21, 21] : epilogue === 'residual' ? [29] : [13, 5];
+  const K = options.K ?? 67;
+  const width = options.width ?? (epilogue === 'swiglu' ? 21 : 29);
+  const widths = rope ? [rope.heads * rope.headDim, rope.kvHeads * rope.headDim, rope.kvHeads * rope.headDim] : epilogue === 'swiglu' ? [width, width] : epilogue === 'residual' ? [width] : [13, 5];
   const rank = 5;
   const slots = 4;
   const targeted = widths.map((_, p) => p !== 1 || widths.length === 1); // part 1 untargeted where there are several
@@ -269,5 +270,29 @@ describe.skipIf(!gpu)('fused ops on webgpu', () => {
     const width = h.length / c.T;
     const withAdapter = (values: Float32Array) => Float32Array.from({ length: values.length }, (_, i) => (c.adapters[Math.floor(i / width)]! >= 0 ? values[i]! : 0));
     expectClose(withAdapter(h), reference);
+  });
+});
+
+// The CPU layout's register tiles: the units a thread computes (1 to 8, 4 pairs) and the rows of a tile (1, 8, 16)
+// decide which thread computes an output, never its sum; K here spans several staged chunks (256 values of k at
+// 16 rows, 512 at 8), odd, and the widths several rounds of a workgroup's threads.
+const unitLayouts = gpu && (await Promise.all([1, 8].map((serialUnits) => createWebGpuBackend({ layout: 'cpu', serialUnits }))));
+afterAll(() => unitLayouts?.forEach((b) => b.destroy()));
+
+describe.skipIf(!gpu)("the cpu layout's register tiles", () => {
+  const WIDE_CASES: Array<[string, Epilogue, Parameters<typeof makeCase>[2]]> = [
+    ['o or down, K over three chunks', 'residual', { lora: true, K: 601, width: 150 }],
+    ['gate|up, K over three chunks', 'swiglu', { norm: true, lora: true, K: 601, width: 150 }],
+  ];
+  it.each(WIDE_CASES)('%s: close to the CPU reference, the same bits at 1 and 8 units a thread, batch-invariant', async (name, epilogue, options) => {
+    const c = makeCase(name, epilogue, options);
+    const [one, eight] = [await fused(unitLayouts![0]!, c), await fused(unitLayouts![1]!, c)];
+    expectClose(eight.out, (await fused(cpu, c)).out);
+    expectSame(eight, one);
+    const width = eight.out.length / c.T;
+    for (const [first, count] of [[0, 1], [5, 3], [20, 9]] as const) { // one row (TM 1), a tile of 8, of 16
+      const part = await fused(unitLayouts![1]!, sliceRows(c, first, count));
+      expect(bits(part.out)).toEqual(bits(eight.out.slice(first * width, (first + count) * width)));
+    }
   });
 });

@@ -28,7 +28,7 @@ describe.skipIf(!gpu)('timeKernels on WebGPU', () => {
     const cache = model!.createKvCache(1, 32);
     const plain = await b.readF32(model!.forward(batch, cache, bank));
     const before = b.dispatches();
-    let profiled = new Float32Array();
+    let profiled: Float32Array = new Float32Array();
     const timings = await b.timeKernels!(async () => {
       profiled = await b.readF32(model!.forward(batch, cache, bank));
     });

@@ -6,6 +6,7 @@
 // [rows, cols] matrices stored as u32 words: f32 bits, or two halves a word (f16), each row padded to an even
 // column count so a pair never straddles two rows.
 
+import { availableParallelism } from 'node:os';
 import {
   assert, colsOf, describeShape, MAX_CONTEXT, MAX_SEGMENT_ROWS, numel, rowBytes, rowsOf, single,
   type Backend, type KernelTiming, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage,
@@ -24,17 +25,19 @@ const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
 const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
 const NONE = 0xffffffff;
 const [STORE, RESIDUAL, SWIGLU, ROPE_KV] = [0, 1, 2, 3]; // linear.wgsl's epilogues
-const SERIAL_THREADS = 64; // linear.wgsl's CPU layout: units per workgroup
+const SERIAL_THREADS = 64; // linear.wgsl's CPU layout: threads per workgroup
+const MAX_SERIAL_TM = 16; // linear.wgsl's CPU layout: rows per tile when T > 8
+const MAX_SERIAL_COLUMNS = 8; // linear.wgsl's MAX_COLUMNS: a CPU-layout thread's columns
+const HOST_CORES = availableParallelism();
 // linear.wgsl's Params: the block is written in place, word offsets from the WGSL (kernel-params.ts).
 const LINEAR_PARAMS = [
   'colEnd', 'wStart', 'biasStart', 'hAt', 'bStart', 'T', 'K', 'N', 'hasBias', 'eps', 'rank', 'slots', 'hCols', 'rowsAt', 'tilesAt',
   'adaptersAt', 'slotsAt', 'positionsAt', 'heads', 'kvHeads', 'headDim', 'tableRows', 'cacheSlots', 'maxLen', 'layerBase',
 ] as const;
-const STAGE_SIZE = 4096; // linear.wgsl: values of x̂ its CPU layout can stage
 
 /**
- * The fused kernels' thread layout: 'gpu' (32 K-lanes per output, coalesced loads, a tree) or 'cpu' (one thread
- * per output, for software adapters: see kernels/linear.wgsl). The default follows the adapter.
+ * The fused kernels' thread layout: 'gpu' (32 K-lanes per output, coalesced loads, a tree) or 'cpu' (a thread
+ * per tile of outputs, for software adapters: see kernels/linear.wgsl). The default follows the adapter.
  */
 export type ThreadLayout = 'gpu' | 'cpu';
 
@@ -56,6 +59,19 @@ export interface WebGpuOptions {
   validate?: boolean;
   layout?: ThreadLayout;
   maxBindingBytes?: number; // a binding limit below the device's (tests: row blocks on small weights)
+  serialUnits?: number; // the CPU layout's units a thread (1, 2, 4, 8); by default chosen per dispatch (tests fix it)
+}
+
+/**
+ * The CPU layout's units a thread: a bigger register tile costs less per unit, up to 8 columns, but no bigger than
+ * the units need (a thread computes its units past the end too) and small enough to leave a workgroup for each
+ * core (a software adapter runs workgroups on the host's cores: lavapipe one thread per core).
+ */
+function unitsPerThread(units: number, paired: boolean, tiles: number): number {
+  let perThread = MAX_SERIAL_COLUMNS / (paired ? 2 : 1);
+  const tooBig = (n: number) => (SERIAL_THREADS * n) / 2 >= units || Math.ceil(units / (SERIAL_THREADS * n)) * tiles < HOST_CORES;
+  while (perThread > 1 && tooBig(perThread)) perThread /= 2;
+  return perThread;
 }
 
 /** Opens the WebGPU device; throws when there is no adapter. POPULORA_WEBGPU_VALIDATE=1 turns on validation. */
@@ -63,7 +79,7 @@ export async function createWebGpuBackend(options: WebGpuOptions = {}): Promise<
   const validate = options.validate ?? process.env.POPULORA_WEBGPU_VALIDATE === '1';
   const { device, description, software } = await openDevice(validate);
   try {
-    return new WebGpuBackend(device, description, await KernelLibrary.load(device), validate, options.layout ?? (software ? 'cpu' : 'gpu'), options.maxBindingBytes);
+    return new WebGpuBackend(device, description, await KernelLibrary.load(device), validate, options.layout ?? (software ? 'cpu' : 'gpu'), options.maxBindingBytes, options.serialUnits);
   } catch (error) {
     device.destroy();
     releaseInstance();
@@ -96,7 +112,9 @@ class WebGpuBackend implements Backend {
     validate: boolean,
     private readonly layout: ThreadLayout,
     bindingLimitBytes = Infinity,
+    private readonly serialUnits?: number,
   ) {
+    assert(serialUnits === undefined || [1, 2, 4, 8].includes(serialUnits), `serialUnits ${serialUnits} is not 1, 2, 4 or 8`);
     this.recorder = new Recorder(device, kernels, validate);
     const linear = kernels.signature('linear').params;
     this.LP = wordOffsets(linear, LINEAR_PARAMS);
@@ -590,20 +608,20 @@ class WebGpuBackend implements Backend {
       kLayer?.binding ?? { buffer: this.dummyOut[0] }, vLayer?.binding ?? { buffer: this.dummyOut[1] },
     ];
     const serial = this.layout === 'cpu';
-    const TM = segments ? (rows.longestTile > 1 ? MAX_SEGMENT_ROWS : 1) : T === 1 ? 1 : MAX_TM;
+    const TM = segments ? (rows.longestTile > 1 ? MAX_SEGMENT_ROWS : 1) : T === 1 ? 1 : serial && T > MAX_TM ? MAX_SERIAL_TM : MAX_TM;
     const paired = epilogue === SWIGLU || epilogue === ROPE_KV;
-    // The CPU layout stages the normalised rows in workgroup memory when they fit (linear.wgsl's STAGE_SIZE).
-    const stage = serial && op.norm !== undefined && TM * K <= STAGE_SIZE;
-    const variant = [WEIGHT_F16, serial, TM > 1, op.norm, lora, op.gather, segments, stage].reduce((key: number, flag, i) => key | (flag ? 1 << i : 0), epilogue << 8);
+    const units = paired ? N / 2 : N;
+    const tiles = segments ? rows.tileCount : Math.ceil(T / TM);
+    const UNITS = !serial ? 1 : this.serialUnits !== undefined ? Math.min(this.serialUnits, MAX_SERIAL_COLUMNS / (paired ? 2 : 1)) : unitsPerThread(units, paired, tiles);
+    const variant = [WEIGHT_F16, serial, op.norm, lora, op.gather, segments].reduce((key: number, flag, i) => key | (flag ? 1 << i : 0), (epilogue << 8) | (TM << 12) | (UNITS << 20));
     let kernel = this.linearVariants.get(variant);
     if (!kernel) {
       const flag = (on: unknown) => (on ? 1 : 0);
-      kernel = this.recorder.variant('linear', { WEIGHT_F16, SERIAL: flag(serial), TM, NORM: flag(op.norm), LORA: flag(lora), EPILOGUE: epilogue, GATHER: flag(op.gather), SEGMENTS: flag(segments), STAGE: flag(stage) });
+      kernel = this.recorder.variant('linear', { WEIGHT_F16, SERIAL: flag(serial), TM, UNITS, NORM: flag(op.norm), LORA: flag(lora), EPILOGUE: epilogue, GATHER: flag(op.gather), SEGMENTS: flag(segments) });
       this.linearVariants.set(variant, kernel);
     }
-    const units = paired ? N / 2 : N;
-    const perGroup = serial ? SERIAL_THREADS : paired ? 4 : 8;
-    this.recorder.dispatchVariant(kernel, p, bindings, [Math.ceil(units / perGroup), segments ? rows.tileCount : Math.ceil(T / TM)]);
+    const perGroup = serial ? SERIAL_THREADS * UNITS : paired ? 4 : 8;
+    this.recorder.dispatchVariant(kernel, p, bindings, [Math.ceil(units / perGroup), tiles]);
   }
 
   // ---- backward ops (webgpu-backward.ts) ----
