@@ -30,13 +30,13 @@
 //           cacheK/V:   [cacheSlots, maxLen, kvHeads·hd] f32 of one layer from element layerBase (ROPE_KV)
 // Dispatch: (ceil(units / units per workgroup), row tiles). A unit is an output column, or a pair (SWIGLU,
 //           ROPE_KV); a row tile is TM rows (1 when T = 1; else 8, or in the CPU layout 16 when T > 8), or one
-//           segment of at most 8 rows (SEGMENTS). Units per workgroup: 8 (GPU layout; 4 pairs), 64 · UNITS (CPU).
+//           segment of at most 8 rows (SEGMENTS). Units per workgroup: 8 (GPU layout; 4 pairs), SERIAL_THREADS · UNITS (CPU).
 //
 // Two thread layouts of the same maths (SERIAL):
 //   GPU: 256 threads = 32 K-lanes × 8 column threads (a pair: threads c and c + 4). matmul.wgsl's order: lane l
 //        sums words l, l+32, ... in ascending order (both halves of a word, low first; an odd K's last value
 //        last), then the 32 lanes meet in a fixed tree. The RMS sum: rmsnorm.wgsl's 256-thread tree.
-//   CPU (software adapters: lavapipe): 64 threads, each UNITS units × TM rows over every k in ascending order;
+//   CPU (software adapters: lavapipe): 16 to 64 threads, each UNITS units × TM rows over every k in ascending order;
 //        the RMS sum in ascending order. lavapipe runs 8 invocations as one SIMD vector: a weight load is one
 //        gather for 8 columns and every x load is uniform (one scalar), where the GPU layout gathers x too and
 //        waits at the tree's barriers (4-8x slower there, measured).
@@ -52,6 +52,7 @@ override EPILOGUE: u32 = 0u;
 override GATHER: bool = false;
 override SEGMENTS: bool = false;
 override UNITS: u32 = 1u; // CPU layout: units a thread computes (COLUMNS <= MAX_COLUMNS)
+override SERIAL_THREADS: u32 = 64u; // CPU layout: threads a workgroup, 16 to 64 (fewer where the units are few)
 
 const STORE: u32 = 0u;
 const RESIDUAL: u32 = 1u;
@@ -64,7 +65,6 @@ const MAX_COLUMNS: u32 = 8u;
 const LANES: u32 = 32u;
 const COLS: u32 = 8u;
 const THREADS: u32 = 256u; // GPU layout: LANES · COLS
-const SERIAL_THREADS: u32 = 64u;
 const NONE: u32 = 0xffffffffu;
 const STAGE_SIZE: u32 = 4096u; // CPU layout: values of x̂ staged at once (16 KiB)
 
@@ -298,7 +298,7 @@ fn stageChunk(tile: u32, thread: u32, k0: u32, count: u32) {
 }
 
 fn serialTile(tile: u32, thread: u32, group: u32) {
-  if (NORM && thread < TM) { stagedInverseRms[thread] = inverseRmsOf(inputRow(tile, thread) * p.K); }
+  if (NORM && thread < TM) { stagedInverseRms[thread] = inverseRmsOf(inputRow(tile, thread) * p.K); } // TM <= 16 threads
   let base = columnBases(tile, group, thread);
   var acc: array<array<vec4f, MAX_QUADS>, MAX_COLUMNS>;
   for (var k0 = 0u; k0 < p.K; k0 += CHUNK) {

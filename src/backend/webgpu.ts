@@ -25,7 +25,7 @@ const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
 const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
 const NONE = 0xffffffff;
 const [STORE, RESIDUAL, SWIGLU, ROPE_KV] = [0, 1, 2, 3]; // linear.wgsl's epilogues
-const SERIAL_THREADS = 64; // linear.wgsl's CPU layout: threads per workgroup
+const SERIAL_THREADS = 64; // linear.wgsl's CPU layout: threads per workgroup, at most
 const MAX_SERIAL_TM = 16; // linear.wgsl's CPU layout: rows per tile when T > 8
 const MAX_SERIAL_COLUMNS = 8; // linear.wgsl's MAX_COLUMNS: a CPU-layout thread's columns
 const HOST_CORES = availableParallelism();
@@ -613,14 +613,17 @@ class WebGpuBackend implements Backend {
     const units = paired ? N / 2 : N;
     const tiles = segments ? rows.tileCount : Math.ceil(T / TM);
     const UNITS = !serial ? 1 : this.serialUnits !== undefined ? Math.min(this.serialUnits, MAX_SERIAL_COLUMNS / (paired ? 2 : 1)) : unitsPerThread(units, paired, tiles);
-    const variant = [WEIGHT_F16, serial, op.norm, lora, op.gather, segments].reduce((key: number, flag, i) => key | (flag ? 1 << i : 0), (epilogue << 8) | (TM << 12) | (UNITS << 20));
+    // A workgroup of the CPU layout has no more threads than units to give them (16 at least: one per tile row).
+    const threads = serial ? Math.min(SERIAL_THREADS, Math.max(MAX_SERIAL_TM, 2 ** Math.ceil(Math.log2(units / UNITS)))) : 0;
+    const variant = [WEIGHT_F16, serial, op.norm, lora, op.gather, segments].reduce((key: number, flag, i) => key | (flag ? 1 << i : 0), (epilogue << 8) | (TM << 12) | (UNITS << 20) | (threads << 24));
     let kernel = this.linearVariants.get(variant);
     if (!kernel) {
       const flag = (on: unknown) => (on ? 1 : 0);
-      kernel = this.recorder.variant('linear', { WEIGHT_F16, SERIAL: flag(serial), TM, UNITS, NORM: flag(op.norm), LORA: flag(lora), EPILOGUE: epilogue, GATHER: flag(op.gather), SEGMENTS: flag(segments) });
+      const layout: Record<string, number> = serial ? { UNITS, SERIAL_THREADS: threads } : {};
+      kernel = this.recorder.variant('linear', { WEIGHT_F16, SERIAL: flag(serial), TM, ...layout, NORM: flag(op.norm), LORA: flag(lora), EPILOGUE: epilogue, GATHER: flag(op.gather), SEGMENTS: flag(segments) });
       this.linearVariants.set(variant, kernel);
     }
-    const perGroup = serial ? SERIAL_THREADS * UNITS : paired ? 4 : 8;
+    const perGroup = serial ? threads * UNITS : paired ? 4 : 8;
     this.recorder.dispatchVariant(kernel, p, bindings, [Math.ceil(units / perGroup), tiles]);
   }
 
