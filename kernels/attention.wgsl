@@ -9,11 +9,18 @@
 // Dispatch: T · heads workgroups of 64 threads (folded into (x, y) past 65535), one (token, head) each.
 //           Scores for positions 0..pos live in workgroup memory: context up to MAX_CONTEXT = 4096 (16 KiB);
 //           hd up to MAX_HEAD_DIM = 256.
+//           SERIAL (the CPU layout, for software adapters: see linear.wgsl): ceil(T · heads / SERIAL_THREADS)
+//           workgroups, a thread per (token, head), with no workgroup memory and no barriers.
 //
 // Batch invariance: each score is one dot product over d = 0..hd-1 in order; the max and the softmax sum are
-// per-thread position-strided sums (j = l, l+64, ...) met by a fixed tree; each output value is summed by one
-// thread over j = 0..pos in order. Every order depends on hd and pos only.
+// per-thread position-strided sums (j = l, l+64, ...) met by a fixed tree (SERIAL: one sum over j in order); each
+// output value is summed by one thread over j = 0..pos in order. Every order depends on hd and pos only.
 
+override SERIAL: bool = false;
+override SERIAL_THREADS: u32 = 64u; // SERIAL: threads a workgroup (8 to 64)
+override WG: u32 = select(THREADS, SERIAL_THREADS, SERIAL);
+override SCORE_WORDS: u32 = select(MAX_CONTEXT, 1u, SERIAL);
+override QUERY_WORDS: u32 = select(MAX_HEAD_DIM, 1u, SERIAL);
 const THREADS: u32 = 64u;
 const MAX_CONTEXT: u32 = 4096u;
 const MAX_HEAD_DIM: u32 = 256u;
@@ -27,13 +34,17 @@ struct Params { T: u32, heads: u32, kvHeads: u32, headDim: u32, slots: u32, maxL
 @group(0) @binding(5) var<storage, read> cacheV: array<f32>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
-var<workgroup> scores: array<f32, MAX_CONTEXT>;
-var<workgroup> query: array<f32, MAX_HEAD_DIM>;
+var<workgroup> scores: array<f32, SCORE_WORDS>;
+var<workgroup> query: array<f32, QUERY_WORDS>;
 
 #include "combine.wgsl"
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
+  if (SERIAL) {
+    serial((wid.x + wid.y * groups.x) * SERIAL_THREADS + lid.x);
+    return;
+  }
   let index = wid.x + wid.y * groups.x;
   if (index >= p.T * p.heads) { return; }
   let lane = lid.x;
@@ -73,4 +84,36 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var j = 0u; j < count; j++) { acc = fma(scores[j], cacheV[head0 + j * width + d], acc); }
     out[qBase + d] = acc / total;
   }
+}
+
+// CPU layout: thread `index` attends for one (token, head) alone: the scores twice (for their max, then for the
+// weights; the same dot products, so the same values), the output's sums in a private array.
+fn serial(index: u32) {
+  if (index >= p.T * p.heads) { return; }
+  let t = index / p.heads;
+  let h = index % p.heads;
+  let hd = p.headDim;
+  let width = p.kvHeads * hd;
+  let g = h / (p.heads / p.kvHeads);
+  let count = min(u32(max(positions[t], 0)), p.maxLen - 1u) + 1u;
+  let slot = min(u32(max(slots[t], 0)), p.slots - 1u);
+  let head0 = p.layerBase + slot * p.maxLen * width + g * hd; // K[slot, 0, g, 0]
+  let qBase = (t * p.heads + h) * hd;
+
+  var maxScore = bitcast<f32>(0xff7fffffu); // the lowest finite f32
+  for (var j = 0u; j < count; j++) {
+    var dot = 0.0;
+    for (var d = 0u; d < hd; d++) { dot = fma(q[qBase + d], cacheK[head0 + j * width + d], dot); }
+    maxScore = max(maxScore, dot * p.scale);
+  }
+  var total = 0.0;
+  var acc: array<f32, MAX_HEAD_DIM>;
+  for (var j = 0u; j < count; j++) {
+    var dot = 0.0;
+    for (var d = 0u; d < hd; d++) { dot = fma(q[qBase + d], cacheK[head0 + j * width + d], dot); }
+    let e = exp(dot * p.scale - maxScore);
+    total += e;
+    for (var d = 0u; d < hd; d++) { acc[d] = fma(e, cacheV[head0 + j * width + d], acc[d]); }
+  }
+  for (var d = 0u; d < hd; d++) { out[qBase + d] = acc[d] / total; }
 }

@@ -6,7 +6,7 @@
 // GPU in f32 in another order). f16-stored weights need no looser bound here: both backends hold exactly the same
 // f16-rounded values (checked bit for bit below), so only the summation differs.
 import seedrandom from 'seedrandom';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_CONTEXT, type Backend, type KvCache, type SampleRow, type Tensor, type WeightStorage } from '../src/backend/backend.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { roundToF16 } from '../src/backend/half.js';
@@ -45,6 +45,10 @@ function expectClose(actual: Float32Array, reference: Float32Array, tol = TOLERA
 async function both(op: (b: Backend) => Tensor): Promise<[Float32Array, Float32Array]> {
   return [await gpu!.readF32(op(gpu!)), await cpu.readF32(op(cpu))];
 }
+
+// Kernels with two thread layouts (attention.wgsl; linear.wgsl in fused.test.ts) run both, whatever the adapter.
+const layouts = gpu && { gpu: await createWebGpuBackend({ layout: 'gpu' }), cpu: await createWebGpuBackend({ layout: 'cpu' }) };
+afterAll(() => Object.values(layouts || {}).forEach((be) => be.destroy()));
 
 describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
   const b = gpu!;
@@ -134,7 +138,7 @@ describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
     { layers: 3, slots: 3, maxLen: 5, kvHeads: 1, headDim: 6, heads: 2, fill: [5, 2, 1], layer: 2 },
     // multi-head (no grouping), one slot, head size 64
     { layers: 1, slots: 1, maxLen: 40, kvHeads: 2, headDim: 64, heads: 2, fill: [40], layer: 0 },
-  ])('kvWrite then attention: $heads heads over $kvHeads kv heads, head size $headDim, layer $layer', async ({ heads, fill, layer, ...dims }) => {
+  ])('kvWrite then attention, both thread layouts: $heads heads over $kvHeads kv heads, head size $headDim, layer $layer', async ({ heads, fill, layer, ...dims }) => {
     const r = random(`attention ${dims.maxLen}`);
     const queries = fill.flatMap((n, s) => (n === 0 ? [] : [[s, 0], [s, n - 1], [s, Math.floor(n / 2)]]));
     const [slots, positions] = [Int32Array.from(queries.map((q) => q[0]!)), Int32Array.from(queries.map((q) => q[1]!))];
@@ -144,11 +148,14 @@ describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
       const cache = filledCache(be, `cache ${dims.maxLen}`, dims, fill, layer);
       return { cache, out: be.attention(be.upload(q, [T, heads * dims.headDim]), cache, layer, be.uploadI32(slots, [T]), be.uploadI32(positions, [T]), heads) };
     };
-    const [g, c] = [run(b), run(cpu)];
-    expectClose(await b.readF32(g.out), await cpu.readF32(c.out));
-    expect(bits(await b.readF32(g.cache.k))).toEqual(bits(await cpu.readF32(c.cache.k))); // kvWrite is a copy
-    expect(bits(await b.readF32(g.cache.v))).toEqual(bits(await cpu.readF32(c.cache.v)));
-    [g.cache.k, g.cache.v, g.out].forEach((t) => b.free(t));
+    const c = run(cpu);
+    for (const be of [layouts!.gpu, layouts!.cpu]) {
+      const g = run(be);
+      expectClose(await be.readF32(g.out), await cpu.readF32(c.out));
+      expect(bits(await be.readF32(g.cache.k))).toEqual(bits(await cpu.readF32(c.cache.k))); // kvWrite is a copy
+      expect(bits(await be.readF32(g.cache.v))).toEqual(bits(await cpu.readF32(c.cache.v)));
+      [g.cache.k, g.cache.v, g.out].forEach((t) => be.free(t));
+    }
   });
 
   it.each(STORAGES)('loraShrink and loraExpandInPlace with %s banks and mixed adapters, including none (-1)', async (storage) => {
@@ -239,7 +246,8 @@ describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
       for (let t = 0; t < T; t += 9) expect(bits(await b.readF32(b.rmsNorm(b.upload(rowOf(x, D, t), [1, D]), w, 1e-6)))).toEqual(bits(rowOf(batch, D, t)));
     });
 
-    it('attention over mixed slots and positions', async () => {
+    it.each(['gpu', 'cpu'] as const)('attention over mixed slots and positions, %s layout', async (layout) => {
+      const b = layouts![layout];
       const r = random('invariance attention');
       const dims = { layers: 1, slots: 4, maxLen: 150, kvHeads: 2, headDim: 16 };
       const heads = 4;

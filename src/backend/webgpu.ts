@@ -428,7 +428,14 @@ class WebGpuBackend implements Backend {
     const out = this.output([T, heads * headDim]);
     const fields = { T, heads, kvHeads, headDim, slots: cache.slots, maxLen, layerBase: kLayer.layerBase, scale: 1 / Math.sqrt(headDim) };
     const ids = [this.i32(slots, T, 'attention: slots'), this.i32(positions, T, 'attention: positions')];
-    this.recorder.dispatch('attention', {}, fields, [this.f32(q, 'attention: q'), ...ids, kLayer.binding, vLayer.binding, out], T * heads);
+    const bindings = [this.f32(q, 'attention: q'), ...ids, kLayer.binding, vLayer.binding, out];
+    if (this.layout === 'gpu') {
+      this.recorder.dispatch('attention', {}, fields, bindings, T * heads);
+      return out;
+    }
+    // The CPU layout: a thread per (token, head), in workgroups small enough to give each core one where they can.
+    const threads = Math.min(SERIAL_THREADS, Math.max(8, 2 ** Math.ceil(Math.log2((T * heads) / HOST_CORES))));
+    this.recorder.dispatch('attention', { SERIAL: 1, SERIAL_THREADS: threads }, fields, bindings, Math.ceil((T * heads) / threads));
     return out;
   }
 
