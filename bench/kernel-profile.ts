@@ -63,6 +63,18 @@ function cost(t: KernelTiming, shape: ProfileShape): { bytes: number; flops: num
       const [T, heads, kvHeads, headDim] = [scalar(t, 'T'), scalar(t, 'heads'), scalar(t, 'kvHeads'), scalar(t, 'headDim')];
       return { bytes: T * meanContext * kvHeads * headDim * 2 * 4 + 2 * T * heads * headDim * 4, flops: 4 * T * heads * meanContext * headDim };
     }
+    case 'matmul': { // the trainer's unfused linear: y[T, N] = x[T, K]·Wᵀ
+      const [T, K, N] = [scalar(t, 'T'), scalar(t, 'K'), scalar(t, 'N')];
+      return { bytes: N * K * (t.constants.WEIGHT_F16 ? 2 : 4) + (T * K + T * N) * 4, flops: 2 * T * N * K };
+    }
+    case 'matmul_backward': { // dx[T, K] = dy[T, N]·W
+      const [T, N, K] = [scalar(t, 'T'), scalar(t, 'N'), scalar(t, 'K')];
+      return { bytes: N * K * (t.constants.WEIGHT_F16 ? 2 : 4) + (T * K + T * N) * 4, flops: 2 * T * N * K };
+    }
+    case 'outer_product_sum': { // a gradient [S·I, J] summed over T rows of a[T, I] and b[T, J]
+      const [I, J, S, T] = [scalar(t, 'I'), scalar(t, 'J'), scalar(t, 'S'), scalar(t, 'T')];
+      return { bytes: (T * I + T * J + S * I * J) * 4, flops: 2 * T * I * J };
+    }
     case 'embedding': {
       const [M, D] = [scalar(t, 'M'), scalar(t, 'D')];
       return { bytes: M * D * (weightBytes + 4), flops: 0 };

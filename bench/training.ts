@@ -4,7 +4,9 @@
 // Prints a table; writes JSON.
 //
 //   node dist/bench/training.js [--preset bench-small] [--backend webgpu|cpu] [--weights f16|f32] [--seq 32]
-//                               [--rank 16] [--adapters 8] [--repeats 2] [--out bench/results/training.json]
+//                               [--rank 16] [--adapters 8] [--repeats 2] [--out bench/results/training.json] [--profile 8]
+//
+// --profile B (WebGPU with timestamp queries; 0: none): the per-kernel table of one step at batch B (kernel-profile.ts).
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -19,6 +21,7 @@ import { AdamW } from '../src/train/adamw.js';
 import { packSequences, type TrainSequence } from '../src/train/batch.js';
 import { LlamaTrainer, tapeTensors } from '../src/train/llama-backward.js';
 import { policyGradientStep, readLogProbs } from '../src/train/steps.js';
+import { printProfile, profilePhase, type PhaseProfile } from './kernel-profile.js';
 import { presetConfig } from './presets.js';
 
 const { values: args } = parseArgs({
@@ -31,6 +34,7 @@ const { values: args } = parseArgs({
     adapters: { type: 'string', default: '8' },
     repeats: { type: 'string', default: '2' },
     out: { type: 'string', default: 'bench/results/training.json' },
+    profile: { type: 'string', default: '8' },
   },
 });
 
@@ -65,6 +69,7 @@ async function main() {
     const trainer = new LlamaTrainer(model, bank);
     const optimizer = AdamW.forBank(backend, bank, config.numLayers, { lr: 1e-4, maxGradNorm: 1 });
     const rows: Row[] = [];
+    const profiles: PhaseProfile[] = [];
     for (const batch of [8, 32]) {
       const sequences: TrainSequence[] = Array.from({ length: batch }, (_, s) => ({ tokens: Array.from({ length: seqLen }, (_, i) => (s * 131 + i * 17) % config.vocabSize), adapter: s % adapterCount }));
       const samples = sequences.map((s, i) => ({ ...s, promptLength: seqLen / 2, advantage: i % 2 ? 1 : -1 }));
@@ -83,6 +88,12 @@ async function main() {
       grads.forEach((g) => backend.free(g));
       const tokens = batch * seqLen;
       rows.push({ batch, tokens, forwardMs, stepMs, trainTokensPerS: tokens / (stepMs / 1000), stepToForward: stepMs / forwardMs, activationMiB, gradientMiB });
+      if (batch === Number(args.profile) && backend.timeKernels) {
+        const shape = { storage: model.storage, adapters: adapterCount, meanContext: (seqLen + 1) / 2 };
+        profiles.push(await profilePhase(backend, `a training step (batch ${batch} × ${seqLen} tokens, ${adapterCount} adapters)`, shape, async () => {
+          await policyGradientStep(trainer, optimizer, samples, { reduction: 'token' });
+        }));
+      }
       console.error(`  measured batch ${batch}`);
     }
     const momentsMiB = 2 * MiB(LORA_MODULES.flatMap((m) => Array.from({ length: config.numLayers }, (_, l) => Object.values(bank.factors(l, m)))).flat());
@@ -93,8 +104,9 @@ async function main() {
     for (const r of rows) {
       console.log(`| ${r.batch} | ${r.tokens} | ${r.forwardMs.toFixed(1)} | ${r.stepMs.toFixed(1)} | ${r.trainTokensPerS.toFixed(1)} | ${r.stepToForward.toFixed(2)}x | ${r.activationMiB.toFixed(2)} | ${r.gradientMiB.toFixed(2)} |`);
     }
+    profiles.forEach(printProfile);
     mkdirSync(dirname(args.out!), { recursive: true });
-    writeFileSync(args.out!, JSON.stringify({ preset: args.preset, config, storage: args.weights, rank, adapters: adapterCount, seqLen, device: backend.deviceDescription, momentsMiB, rows }, null, 2));
+    writeFileSync(args.out!, JSON.stringify({ preset: args.preset, config, storage: args.weights, rank, adapters: adapterCount, seqLen, device: backend.deviceDescription, momentsMiB, rows, profiles }, null, 2));
     console.log(`\nwrote ${args.out}`);
   } finally {
     backend.destroy();

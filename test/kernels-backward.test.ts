@@ -4,6 +4,7 @@ import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import type { Backend, Tensor } from '../src/backend/backend.js';
 import { CpuBackend } from '../src/backend/cpu.js';
+import { createWebGpuBackend } from '../src/backend/webgpu.js';
 import { maxAbs, maxAbsDiff } from './reference-llama.js';
 import { gpu } from './webgpu.js';
 
@@ -51,6 +52,19 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
         expect(alone).toEqual(g[0]!.slice(0, K));
       }
     }
+  });
+
+  it("matmul_backward's two thread layouts make the same sums, bit for bit, whatever a CPU-layout thread's units", async () => {
+    const [gpuLayout, ...cpuLayouts] = await Promise.all([{ layout: 'gpu' as const }, { layout: 'cpu' as const, serialUnits: 1 }, { layout: 'cpu' as const, serialUnits: 8 }].map((o) => createWebGpuBackend(o)));
+    // N over several staged chunks of n (256 at 16 rows, 512 at 8), K over several workgroups of columns, odd sizes
+    for (const [T, N, K] of [[37, 601, 67], [5, 70, 1100], [1, 3, 9]] as const) {
+      const [dy, w] = [randoms(T * N, `dy${N}`), randoms(N * K, `w${N}`)];
+      const run = (b: Backend) => b.readF32(b.matmulBackward(f(b, dy, [T, N]), b.uploadWeight(w, [N, K], 'f16')));
+      const reference = await run(gpuLayout!);
+      expectClose(reference, await run(cpu), 1e-5, `[${T}, ${N}, ${K}]`);
+      for (const b of cpuLayouts) expect(await run(b)).toEqual(reference);
+    }
+    [gpuLayout, ...cpuLayouts].forEach((b) => b!.destroy());
   });
 
   it('outer_product_sum: per-segment sums with scales match the cpu; a segment is the same without the others', async () => {

@@ -3,6 +3,7 @@
 
 import { assert, colsOf, describeShape, numel, rowsOf, type AdamWHyper, type Tensor } from './backend.js';
 import type { Binding, Params, Recorder } from './webgpu-recorder.js';
+import { MAX_SERIAL_TM, serialTiling } from './webgpu-serial.js';
 
 export interface GpuTensor extends Tensor {
   readonly buffer: GPUBuffer;
@@ -19,6 +20,8 @@ export interface GpuContext {
   f32(t: Tensor, what: string): GpuTensor;
   i32(t: Tensor, count: number, what: string): GpuTensor;
   weight(t: Tensor, what: string): { tensor: GpuTensor; WEIGHT_F16: number };
+  layout: 'gpu' | 'cpu'; // the thread layout of kernels that have two (webgpu.ts ThreadLayout)
+  serialUnits?: number; // the CPU layout's units a thread, where fixed (tests)
 }
 
 const MAX_HEAD_DIM = 256; // attention_backward_kv.wgsl keeps 4 · 64 accumulators per thread
@@ -52,7 +55,14 @@ export class BackwardKernels {
     const out = this.g.output([T, K]);
     const tilesK = Math.ceil(K / 16);
     const fields = { T, N, K, tilesK };
-    this.g.recorder.dispatch('matmul_backward', { WEIGHT_F16 }, fields, [this.g.f32(dy, 'matmulBackward: dy'), weight, out], tilesK * Math.ceil(T / 16));
+    const bindings = [this.g.f32(dy, 'matmulBackward: dy'), weight, out];
+    if (this.g.layout === 'gpu') {
+      this.g.recorder.dispatch('matmul_backward', { WEIGHT_F16 }, fields, bindings, tilesK * Math.ceil(T / 16));
+      return out;
+    }
+    const TM = T > 8 ? MAX_SERIAL_TM : 8;
+    const tiling = serialTiling(K, false, Math.ceil(T / TM), this.g.serialUnits);
+    this.g.recorder.dispatch('matmul_backward', { WEIGHT_F16, SERIAL: 1, TM, ...tiling }, fields, bindings, [Math.ceil(K / (tiling.SERIAL_THREADS * tiling.UNITS)), Math.ceil(T / TM)]);
     return out;
   }
 

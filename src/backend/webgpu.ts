@@ -6,7 +6,6 @@
 // [rows, cols] matrices stored as u32 words: f32 bits, or two halves a word (f16), each row padded to an even
 // column count so a pair never straddles two rows.
 
-import { availableParallelism } from 'node:os';
 import {
   assert, colsOf, describeShape, MAX_CONTEXT, MAX_SEGMENT_ROWS, numel, rowBytes, rowsOf, single,
   type Backend, type KernelTiming, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage,
@@ -19,16 +18,13 @@ import { EvolutionKernels } from './webgpu-evolution.js';
 import { Recorder, type Binding, type KernelVariant } from './webgpu-recorder.js';
 import { isBlocked, RowBlockOps, uploadBlocked } from './webgpu-row-blocks.js';
 import { wordOffsets } from './kernel-params.js';
+import { MAX_SERIAL_TM, serialThreadsFor, serialTiling } from './webgpu-serial.js';
 
 const MAX_HEAD_DIM = 256; // attention.wgsl keeps the query in workgroup memory
 const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
 const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
 const NONE = 0xffffffff;
 const [STORE, RESIDUAL, SWIGLU, ROPE_KV] = [0, 1, 2, 3]; // linear.wgsl's epilogues
-const SERIAL_THREADS = 64; // linear.wgsl's CPU layout: threads per workgroup, at most
-const MAX_SERIAL_TM = 16; // linear.wgsl's CPU layout: rows per tile when T > 8
-const MAX_SERIAL_COLUMNS = 8; // linear.wgsl's MAX_COLUMNS: a CPU-layout thread's columns
-const HOST_CORES = availableParallelism();
 // linear.wgsl's Params: the block is written in place, word offsets from the WGSL (kernel-params.ts).
 const LINEAR_PARAMS = [
   'colEnd', 'wStart', 'biasStart', 'hAt', 'bStart', 'T', 'K', 'N', 'hasBias', 'eps', 'rank', 'slots', 'hCols', 'rowsAt', 'tilesAt',
@@ -60,20 +56,6 @@ export interface WebGpuOptions {
   layout?: ThreadLayout;
   maxBindingBytes?: number; // a binding limit below the device's (tests: row blocks on small weights)
   serialUnits?: number; // the CPU layout's units a thread (1, 2, 4, 8); by default chosen per dispatch (tests fix it)
-}
-
-/** A CPU-layout workgroup's threads: no more than its units need at `perThread` each (16 at least: one per tile row). */
-const serialThreads = (units: number, perThread: number) => Math.min(SERIAL_THREADS, Math.max(MAX_SERIAL_TM, 2 ** Math.ceil(Math.log2(units / perThread))));
-
-/**
- * The CPU layout's units a thread: a bigger register tile costs less per unit, up to 8 columns, while the dispatch
- * still gives each core a workgroup (a software adapter runs workgroups on the host's cores: lavapipe a thread per
- * core). Measured on lavapipe: 8 units a thread in 32 threads beat 4 in 64 on the same outputs.
- */
-function unitsPerThread(units: number, paired: boolean, tiles: number): number {
-  let perThread = MAX_SERIAL_COLUMNS / (paired ? 2 : 1);
-  while (perThread > 1 && Math.ceil(units / (serialThreads(units, perThread) * perThread)) * tiles < HOST_CORES) perThread /= 2;
-  return perThread;
 }
 
 /** Opens the WebGPU device; throws when there is no adapter. POPULORA_WEBGPU_VALIDATE=1 turns on validation. */
@@ -135,6 +117,8 @@ class WebGpuBackend implements Backend {
       f32: (t: Tensor, what: string) => this.f32(t, what),
       i32: (t: Tensor, count: number, what: string) => this.i32(t, count, what),
       weight: (t: Tensor, what: string) => this.weight(t, what),
+      layout,
+      serialUnits,
     };
     this.backward = new BackwardKernels(context);
     this.evolution = new EvolutionKernels(context);
@@ -376,6 +360,11 @@ class WebGpuBackend implements Backend {
     const [N, Kw] = weight.shape as [number, number];
     assert(K === Kw, `matmul: x has ${K} columns but the weight has ${Kw}`);
     if (bias) assert(numel(bias.shape) === N, `matmul: the bias has ${numel(bias.shape)} values for ${N} outputs`);
+    if (this.layout === 'cpu') { // the fused linear's CPU layout: the sums the inference forward makes
+      const out = this.output([T, N]);
+      this.fusedLinear({ x, w: single(w), bias: bias && single(bias) }, undefined, STORE, out, T);
+      return out;
+    }
     const TM = T === 1 ? 1 : MAX_TM; // decode gets a one-row variant; the per-element order is the same
     const out = this.output([T, N]);
     const fields = { T, K, N, hasBias: bias ? 1 : 0 };
@@ -436,7 +425,7 @@ class WebGpuBackend implements Backend {
       return out;
     }
     // The CPU layout: a thread per (token, head), in workgroups small enough to give each core one where they can.
-    const threads = Math.min(SERIAL_THREADS, Math.max(8, 2 ** Math.ceil(Math.log2((T * heads) / HOST_CORES))));
+    const threads = serialThreadsFor(T * heads);
     this.recorder.dispatch('attention', { SERIAL: 1, SERIAL_THREADS: threads }, fields, bindings, Math.ceil((T * heads) / threads));
     return out;
   }
@@ -554,7 +543,7 @@ class WebGpuBackend implements Backend {
    * A factors [S·R, K] and whose output columns are R per part. The parameter block is written in place and the
    * pipeline found by a number: a decode step records a few dozen of these, and the host's time per dispatch counts.
    */
-  private fusedLinear(op: LinearOp, rows: StepRows, epilogue: number, out: GpuTensor, T: number, rope?: RopeKv, segmentRank?: number): void {
+  private fusedLinear(op: LinearOp, rows: StepRows | undefined, epilogue: number, out: GpuTensor, T: number, rope?: RopeKv, segmentRank?: number): void {
     const { tensor: w, WEIGHT_F16 } = this.weight(op.w.whole, 'linear: w');
     const K = colsOf(op.x);
     const parts = op.w.parts;
@@ -596,11 +585,12 @@ class WebGpuBackend implements Backend {
     p[LP.rank] = lora?.rank ?? 0;
     p[LP.slots] = capacity;
     p[LP.hCols] = lora ? colsOf(lora.h) : 0;
-    p[LP.rowsAt] = segments ? rows.at.order : rows.at.logitRows;
-    p[LP.tilesAt] = rows.at.tiles;
-    p[LP.adaptersAt] = rows.at.adapters;
-    p[LP.slotsAt] = rows.at.slots;
-    p[LP.positionsAt] = rows.at.positions;
+    const at = rows?.at ?? { order: 0, logitRows: 0, tiles: 0, adapters: 0, slots: 0, positions: 0 }; // no rows: a plain matmul
+    p[LP.rowsAt] = segments ? at.order : at.logitRows;
+    p[LP.tilesAt] = at.tiles;
+    p[LP.adaptersAt] = at.adapters;
+    p[LP.slotsAt] = at.slots;
+    p[LP.positionsAt] = at.positions;
     p[LP.heads] = rope?.heads ?? 0;
     p[LP.kvHeads] = cache?.kvHeads ?? 0;
     p[LP.headDim] = cache?.headDim ?? 0;
@@ -612,26 +602,24 @@ class WebGpuBackend implements Backend {
     const read = (t: Tensor | undefined, what: string): Binding => (t ? this.f32(t, what) : { buffer: this.dummy });
     const bindings: Binding[] = [
       this.f32(op.x, 'linear: x'), read(op.norm?.weight, 'linear: norm weight'), w, read(op.bias?.whole, 'linear: bias'),
-      read(lora?.h, 'linear: h'), read(lora?.b.whole, 'linear: B'), this.i32(rows.packed.whole, numel(rows.packed.whole.shape), 'linear: step rows'),
+      read(lora?.h, 'linear: h'), read(lora?.b.whole, 'linear: B'), rows ? this.i32(rows.packed.whole, numel(rows.packed.whole.shape), 'linear: step rows') : { buffer: this.dummy },
       read(lora?.scales, 'linear: scales'), read(rope?.table, 'linear: rope table'), out,
       kLayer?.binding ?? { buffer: this.dummyOut[0] }, vLayer?.binding ?? { buffer: this.dummyOut[1] },
     ];
     const serial = this.layout === 'cpu';
-    const TM = segments ? (rows.longestTile > 1 ? MAX_SEGMENT_ROWS : 1) : T === 1 ? 1 : serial && T > MAX_TM ? MAX_SERIAL_TM : MAX_TM;
+    const TM = segments ? (rows!.longestTile > 1 ? MAX_SEGMENT_ROWS : 1) : T === 1 ? 1 : serial && T > MAX_TM ? MAX_SERIAL_TM : MAX_TM;
     const paired = epilogue === SWIGLU || epilogue === ROPE_KV;
     const units = paired ? N / 2 : N;
-    const tiles = segments ? rows.tileCount : Math.ceil(T / TM);
-    const UNITS = !serial ? 1 : this.serialUnits !== undefined ? Math.min(this.serialUnits, MAX_SERIAL_COLUMNS / (paired ? 2 : 1)) : unitsPerThread(units, paired, tiles);
-    const threads = serial ? serialThreads(units, UNITS) : 0;
-    const variant = [WEIGHT_F16, serial, op.norm, lora, op.gather, segments].reduce((key: number, flag, i) => key | (flag ? 1 << i : 0), (epilogue << 8) | (TM << 12) | (UNITS << 20) | (threads << 24));
+    const tiles = segments ? rows!.tileCount : Math.ceil(T / TM);
+    const tiling = serial ? serialTiling(units, paired, tiles, this.serialUnits) : { UNITS: 0, SERIAL_THREADS: 0 };
+    const variant = [WEIGHT_F16, serial, op.norm, lora, op.gather, segments].reduce((key: number, flag, i) => key | (flag ? 1 << i : 0), (epilogue << 8) | (TM << 12) | (tiling.UNITS << 20) | (tiling.SERIAL_THREADS << 24));
     let kernel = this.linearVariants.get(variant);
     if (!kernel) {
       const flag = (on: unknown) => (on ? 1 : 0);
-      const layout: Record<string, number> = serial ? { UNITS, SERIAL_THREADS: threads } : {};
-      kernel = this.recorder.variant('linear', { WEIGHT_F16, SERIAL: flag(serial), TM, ...layout, NORM: flag(op.norm), LORA: flag(lora), EPILOGUE: epilogue, GATHER: flag(op.gather), SEGMENTS: flag(segments) });
+      kernel = this.recorder.variant('linear', { WEIGHT_F16, SERIAL: flag(serial), TM, ...(serial ? tiling : {}), NORM: flag(op.norm), LORA: flag(lora), EPILOGUE: epilogue, GATHER: flag(op.gather), SEGMENTS: flag(segments) });
       this.linearVariants.set(variant, kernel);
     }
-    const perGroup = serial ? threads * UNITS : paired ? 4 : 8;
+    const perGroup = serial ? tiling.SERIAL_THREADS * tiling.UNITS : paired ? 4 : 8;
     this.recorder.dispatchVariant(kernel, p, bindings, [Math.ceil(units / perGroup), tiles]);
   }
 
