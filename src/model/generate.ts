@@ -2,9 +2,10 @@
 // all sequences still running. Two loops produce the same tokens:
 // - the device loop (default): a sampled token stays on the device and is the next step's input (Backend.sampleStep
 //   writes it into the step rows the next forward reads); the host reads the tokens back every `stepsPerRead`
-//   steps. A request that ends inside such a run (a stop token, onToken) keeps running to the run's end and its
-//   extra tokens are dropped; a run never goes past any request's maxTokens, so every KV write stays within the
-//   writer's own positions of its own slot, where no other row reads.
+//   steps (runs start at one step and double up to it where a request may stop early). A request that ends inside
+//   such a run (a stop token, onToken) keeps running to the run's end and its extra tokens are dropped; a run never
+//   goes past any request's maxTokens, so every KV write stays within the writer's own positions of its own slot,
+//   where no other row reads.
 //   Masks that carry token automata (AutomatonMasks: a grammar compiled to the token level) take this loop too:
 //   the tables are uploaded once, and each step's masks are computed on the device from the rows' automaton
 //   states, which the sampled tokens advance (Backend.sampleStep with tables).
@@ -136,9 +137,14 @@ async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, option
   try {
     let running = runningOf(s);
     let prefill: ForwardBatch | null = prefillBatch(s, running);
+    // Rows that may stop early (a stop token, onToken) keep computing until their run ends: runs then start at one
+    // step and double up to stepsPerRead, so short outputs (the arith domain's answers: 1-3 tokens) waste little.
+    const mayStop = options.onToken !== undefined || s.requests.some((r) => (r.stopTokens?.length ?? 0) > 0);
+    let runSteps = mayStop ? 1 : stepsPerRead;
     while (running.length > 0) {
       const M = running.length;
-      const steps = Math.min(stepsPerRead, ...running.map((i) => s.requests[i]!.maxTokens - s.generated[i]!.length));
+      const steps = Math.min(runSteps, ...running.map((i) => s.requests[i]!.maxTokens - s.generated[i]!.length));
+      runSteps = Math.min(2 * runSteps, stepsPerRead);
       const { rows, lora } = model.uploadRows(decodeBatch(s, running), cache, options.bank);
       const params = b.uploadSampleRows(sampleRows(s, running).map((row, m) => ({ ...row, automaton: automatonOf(running[m]!) })));
       const history = b.uploadI32(new Int32Array(steps * M), [steps, M]);
