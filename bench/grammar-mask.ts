@@ -2,13 +2,16 @@
 // decode loop with the arith domain's token automata (masks computed on the device, tokens read back every
 // `stepsPerRead` steps) against the host loop with its function masks (grammar.ts tokenMask on the host at every
 // step: the path masked generation took before). One quick-start step's generations: 8 proposals (2 per teacher,
-// the task types in turn) and 64 answers (8 tasks x 2 students x 4), maxTokens 24, temperature 1, on
-// models/arith-tiny with 8 rank-8 adapters. Rounds alternate which path runs first; both paths must give the same
-// tokens (checked). --repeats: the step's generations per timing. Prints a table; writes JSON.
+// the task types in turn) and 64 answers (8 tasks x 2 students x 4), maxTokens 24, temperature 1, EOS a stop
+// token, on models/arith-tiny with 8 rank-8 adapters; and the 8 proposals without a stop token, decoded to 24
+// tokens each (both loops then run the same steps: what the device masks cost and the readbacks saved). Rounds
+// alternate which path runs first; both paths must give the same tokens (checked). --repeats: the generations per
+// timing. Prints a table; writes JSON.
 //
 //   node dist/bench/grammar-mask.js [--device webgpu|cpu] [--rounds 3] [--repeats 3] [--out bench/results/lavapipe-automaton-mask.json]
 
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
@@ -49,6 +52,8 @@ const tasks = proposalTypes.map((type) => randomTask(stream, type, { maxDepth: 2
 const answerOf = tasks.flatMap((task) => [4, 5].flatMap((student) => [0, 1, 2, 3].map(() => ({ task, student }))));
 const answers = answerOf.map(({ task, student }, i) => request(100 + i, arith.solvePrompt(task, null), student));
 const answerFormats = answerOf.map(({ task }): FormatName => `answer/${task.type}`);
+// And the proposals without a stop token: every row decodes 24 tokens, so both loops run the same steps.
+const fullLength = proposals.map(({ stopTokens: _, ...r }) => r);
 
 type Path = 'device loop, automata' | 'host loop, function masks';
 const cores: Record<Path, LocalEngineCore> = {
@@ -58,29 +63,35 @@ const cores: Record<Path, LocalEngineCore> = {
 for (const core of Object.values(cores)) await core.load(adapters, null);
 
 interface Timing {
-  ms: number; // a step's generations
+  ms: number; // a step's generations: proposals and answers
   proposalsMs: number;
   answersMs: number;
+  fullLengthMs: number; // the 8 proposals decoded to 24 tokens
   tokens: number;
 }
 
 /** `repeats` times the step's generations; ms per step. */
 async function step(path: Path): Promise<Timing & { results: GenerationResult[] }> {
-  const ms = { proposals: 0, answers: 0 };
+  const ms = { proposals: 0, answers: 0, fullLength: 0 };
   let results: GenerationResult[] = [];
   for (let i = 0; i < repeats; i++) {
-    const start = performance.now();
+    const times = [performance.now()];
     const proposed = await cores[path].generate(proposals, proposalFormats);
-    const middle = performance.now();
+    times.push(performance.now());
     results = [...proposed, ...(await cores[path].generate(answers, answerFormats))];
-    ms.proposals += middle - start;
-    ms.answers += performance.now() - middle;
+    times.push(performance.now());
+    results.push(...(await cores[path].generate(fullLength, proposalFormats)));
+    times.push(performance.now());
+    ms.proposals += times[1]! - times[0]!;
+    ms.answers += times[2]! - times[1]!;
+    ms.fullLength += times[3]! - times[2]!;
   }
-  const [proposalsMs, answersMs] = [ms.proposals / repeats, ms.answers / repeats];
-  return { ms: proposalsMs + answersMs, proposalsMs, answersMs, tokens: results.reduce((n, r) => n + r.tokens.length, 0), results };
+  const [proposalsMs, answersMs, fullLengthMs] = [ms.proposals / repeats, ms.answers / repeats, ms.fullLength / repeats];
+  return { ms: proposalsMs + answersMs, proposalsMs, answersMs, fullLengthMs, tokens: results.slice(0, -fullLength.length).reduce((n, r) => n + r.tokens.length, 0), results };
 }
 
 const paths = Object.keys(cores) as Path[];
+const loadBefore = loadavg()[0]!;
 await Promise.all(paths.map(step)); // warm-up: compiles the automata, the pipelines
 const measured: Array<Record<Path, Timing>> = [];
 for (let round = 0; round < rounds; round++) {
@@ -88,22 +99,21 @@ for (let round = 0; round < rounds; round++) {
   const row = {} as Record<Path, Timing & { results: GenerationResult[] }>;
   for (const path of order) row[path] = await step(path);
   if (JSON.stringify(row[paths[0]!].results) !== JSON.stringify(row[paths[1]!].results)) throw new Error('the two paths generated different tokens');
-  measured.push(Object.fromEntries(paths.map((p) => [p, { ms: row[p].ms, proposalsMs: row[p].proposalsMs, answersMs: row[p].answersMs, tokens: row[p].tokens }])) as Record<Path, Timing>);
-  const ratio = row[paths[1]!].ms / row[paths[0]!].ms;
-  console.log(`round ${round + 1}: ${paths.map((p) => `${p} ${row[p].ms.toFixed(0)} ms (proposals ${row[p].proposalsMs.toFixed(0)}, answers ${row[p].answersMs.toFixed(0)})`).join(', ')}; ${row[paths[0]!].tokens} tokens; device/host speed ${ratio.toFixed(2)}x`);
+  measured.push(Object.fromEntries(paths.map((p) => [p, { ms: row[p].ms, proposalsMs: row[p].proposalsMs, answersMs: row[p].answersMs, fullLengthMs: row[p].fullLengthMs, tokens: row[p].tokens }])) as Record<Path, Timing>);
+  const describe = (t: Timing) => `${t.ms.toFixed(0)} ms (proposals ${t.proposalsMs.toFixed(0)}, answers ${t.answersMs.toFixed(0)}; full-length ${t.fullLengthMs.toFixed(0)})`;
+  console.log(`round ${round + 1}: ${paths.map((p) => `${p} ${describe(row[p])}`).join(', ')}; ${row[paths[0]!].tokens} tokens`);
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-const ratios = measured.map((m) => m[paths[1]!].ms / m[paths[0]!].ms);
-console.log(`\n| ${args.device}, one quick-start step's generations, median ms | 8 proposals | 64 answers | both | tokens/s |`);
+const KEYS = ['proposalsMs', 'answersMs', 'ms', 'fullLengthMs'] as const;
+const ratios = Object.fromEntries(KEYS.map((k) => [k, measured.map((m) => m[paths[1]!][k] / m[paths[0]!][k])])) as Record<(typeof KEYS)[number], number[]>;
+console.log(`\n| ${args.device}, median ms | 8 proposals | 64 answers | one step's generations (both) | 8 proposals, 24 tokens each |`);
 console.log('|---|---|---|---|---|');
-for (const p of paths) {
-  const [proposalsMs, answersMs, ms] = [median(measured.map((m) => m[p].proposalsMs)), median(measured.map((m) => m[p].answersMs)), median(measured.map((m) => m[p].ms))];
-  console.log(`| ${p} | ${proposalsMs.toFixed(0)} | ${answersMs.toFixed(0)} | ${ms.toFixed(0)} | ${((measured[0]![p].tokens / ms) * 1000).toFixed(0)} |`);
-}
-console.log(`| device / host speed, median of the rounds' ratios (${ratios.map((r) => r.toFixed(2)).join(', ')}) | | | ${median(ratios).toFixed(2)}x | |`);
+for (const p of paths) console.log(`| ${p} | ${KEYS.map((k) => median(measured.map((m) => m[p][k])).toFixed(0)).join(' | ')} |`);
+console.log(`| device / host speed, median of the rounds' ratios | ${KEYS.map((k) => `${median(ratios[k]).toFixed(2)}x`).join(' | ')} |`);
+console.log(`(rounds' ratios, one step's generations: ${ratios.ms.map((r) => r.toFixed(2)).join(', ')}; full-length: ${ratios.fullLengthMs.map((r) => r.toFixed(2)).join(', ')})`);
 
 mkdirSync(dirname(args.out), { recursive: true });
-writeFileSync(args.out, `${JSON.stringify({ device: args.device, model: FOLDER, repeats, requests: { proposals: proposals.length, answers: answers.length, maxTokens: 24 }, rounds: measured, speedRatios: ratios, medianSpeedRatio: median(ratios) }, null, 2)}\n`);
+writeFileSync(args.out, `${JSON.stringify({ loadAverage: [loadBefore, loadavg()[0]!], device: args.device, model: FOLDER, repeats, requests: { proposals: proposals.length, answers: answers.length, maxTokens: 24 }, rounds: measured, speedRatios: ratios, medianSpeedRatios: Object.fromEntries(KEYS.map((k) => [k, median(ratios[k])])) }, null, 2)}\n`);
 await Promise.all(Object.values(cores).map((core) => core.close()));
 backend.destroy();

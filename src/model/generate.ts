@@ -2,7 +2,7 @@
 // all sequences still running. Two loops produce the same tokens:
 // - the device loop (default): a sampled token stays on the device and is the next step's input (Backend.sampleStep
 //   writes it into the step rows the next forward reads); the host reads the tokens back every `stepsPerRead`
-//   steps (runs start at one step and double up to it where a request may stop early). A request that ends inside
+//   steps (where a request may stop early, runs start at one step, double while none stops and halve when one does). A request that ends inside
 //   such a run (a stop token, onToken) keeps running to the run's end and its extra tokens are dropped; a run never
 //   goes past any request's maxTokens, so every KV write stays within the writer's own positions of its own slot,
 //   where no other row reads.
@@ -138,13 +138,13 @@ async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, option
     let running = runningOf(s);
     let prefill: ForwardBatch | null = prefillBatch(s, running);
     // Rows that may stop early (a stop token, onToken) keep computing until their run ends: runs then start at one
-    // step and double up to stepsPerRead, so short outputs (the arith domain's answers: 1-3 tokens) waste little.
+    // step, double up to stepsPerRead while no request stops and halve after a run in which one did, so short
+    // outputs (the arith domain's answers: 1-3 tokens) and the last rows' tails waste few steps.
     const mayStop = options.onToken !== undefined || s.requests.some((r) => (r.stopTokens?.length ?? 0) > 0);
     let runSteps = mayStop ? 1 : stepsPerRead;
     while (running.length > 0) {
       const M = running.length;
       const steps = Math.min(runSteps, ...running.map((i) => s.requests[i]!.maxTokens - s.generated[i]!.length));
-      runSteps = Math.min(2 * runSteps, stepsPerRead);
       const { rows, lora } = model.uploadRows(decodeBatch(s, running), cache, options.bank);
       const params = b.uploadSampleRows(sampleRows(s, running).map((row, m) => ({ ...row, automaton: automatonOf(running[m]!) })));
       const history = b.uploadI32(new Int32Array(steps * M), [steps, M]);
@@ -164,6 +164,8 @@ async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, option
       for (let step = 0; step < steps; step++) {
         running.forEach((i, m) => s.finish[i] === null && accept(s, i, checkDrawn(s, i, tokens[step * M + m]!), options.onToken));
       }
+      const stopped = running.some((i) => s.finish[i] === 'stop');
+      if (mayStop) runSteps = stopped ? Math.max(1, runSteps >> 1) : Math.min(2 * runSteps, stepsPerRead);
       running = runningOf(s);
     }
   } finally {
