@@ -1,7 +1,8 @@
 // The device-resident decode loop (src/model/generate.ts) against the host loop, its reference: the same tokens and
 // finish reasons for batches with stop tokens landing inside a run of device steps, different maxTokens, adapters
 // and base rows, greedy and sampled rows, on the CPU backend and on WebGPU; onToken sees the same calls; the loop
-// reads back once per run of steps, and runs adapt where a request may stop early. And Backend.sampleStep against sample(), the op it extends.
+// reads back once per run of steps, and runs adapt where a request may stop early. And Backend.sampleStep against
+// sample(), the op it extends.
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { uploadStepRows, type Backend, type SampleRow } from '../src/backend/backend.js';
