@@ -2,10 +2,10 @@
 // all sequences still running. Two loops produce the same tokens:
 // - the device loop (default): a sampled token stays on the device and is the next step's input (Backend.sampleStep
 //   writes it into the step rows the next forward reads); the host reads the tokens back every `stepsPerRead`
-//   steps (where a request may stop early, runs start at one step, double while none stops and halve when one does). A request that ends inside
-//   such a run (a stop token, onToken) keeps running to the run's end and its extra tokens are dropped; a run never
-//   goes past any request's maxTokens, so every KV write stays within the writer's own positions of its own slot,
-//   where no other row reads.
+//   steps (where a request may stop early, runs start at one step, double while none stops and halve when one
+//   does). A request that ends inside such a run (a stop token, onToken) keeps running to the run's end and its
+//   extra tokens are dropped; a run never goes past any request's maxTokens, so every KV write stays within the
+//   writer's own positions of its own slot, where no other row reads.
 //   Masks that carry token automata (AutomatonMasks: a grammar compiled to the token level) take this loop too:
 //   the tables are uploaded once, and each step's masks are computed on the device from the rows' automaton
 //   states, which the sampled tokens advance (Backend.sampleStep with tables).
@@ -125,15 +125,7 @@ async function hostLoop(model: LlamaModel, cache: KvCache, s: Progress, options:
  */
 async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions, stepsPerRead: number, automata: ReadonlyArray<TokenAutomaton | null> | null): Promise<void> {
   const b = model.backend;
-  const used = automata ? [...new Set(automata.filter((a): a is TokenAutomaton => a !== null))] : [];
-  const { words, offsets } = packAutomata(used);
-  const tables: Tensor | undefined = used.length > 0 ? b.uploadI32(words, [words.length]) : undefined;
-  const automatonOf = (i: number) => {
-    const a = automata?.[i] ?? null;
-    if (a === null) return undefined;
-    const at = offsets.get(a)!;
-    return { at, state: stateAfter(words, s.generated[i]!, at), remaining: s.requests[i]!.maxTokens - s.generated[i]!.length };
-  };
+  const { tables, automatonOf } = uploadAutomata(model, s, automata);
   try {
     let running = runningOf(s);
     let prefill: ForwardBatch | null = prefillBatch(s, running);
@@ -171,6 +163,23 @@ async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, option
   } finally {
     if (tables) b.free(tables);
   }
+}
+
+/**
+ * The automata's tables in one tensor (none without automata), and request i's automaton as its sample row carries
+ * it at a run's start: its table, the state its tokens so far reach, its tokens left.
+ */
+function uploadAutomata(model: LlamaModel, s: Progress, automata: ReadonlyArray<TokenAutomaton | null> | null) {
+  const used = automata ? [...new Set(automata.filter((a): a is TokenAutomaton => a !== null))] : [];
+  const { words, offsets } = packAutomata(used);
+  const tables: Tensor | undefined = used.length > 0 ? model.backend.uploadI32(words, [words.length]) : undefined;
+  const automatonOf = (i: number): SampleRow['automaton'] => {
+    const a = automata?.[i] ?? null;
+    if (a === null) return undefined;
+    const at = offsets.get(a)!;
+    return { at, state: stateAfter(words, s.generated[i]!, at), remaining: s.requests[i]!.maxTokens - s.generated[i]!.length };
+  };
+  return { tables, automatonOf };
 }
 
 /** A token of a running request: -1 is the device's word for a row its automaton allowed nothing in. */

@@ -9,16 +9,17 @@
 import { AUTOMATON_HEADER_WORDS, advanceState, stateMask } from '../backend/automaton-mask.js';
 import type { GenerationRequest, TokenMaskFn } from './generate.js';
 
+/** Built once and never changed (its packed table is cached). */
 export interface TokenAutomaton {
-  name: string; // what it recognises, for errors: "arith proposal/deduce"
-  vocabSize: number; // V
-  eos: number;
-  states: number; // S; state 0 is the start
-  columns: Int32Array; // [V] token → its column of next; -1: never allowed (no text, EOS, no state takes it)
-  width: number; // C, the columns
-  next: Int32Array; // [S, C] the state after the column's token text, -1 where it cannot follow
-  complete: Uint8Array; // [S] 1 where the output is whole (end-of-sequence allowed)
-  toComplete: Int32Array; // [S] tokens, end-of-sequence not counted, that complete the output from here
+  readonly name: string; // what it recognises, for errors: "arith proposal/deduce"
+  readonly vocabSize: number; // V
+  readonly eos: number;
+  readonly states: number; // S; state 0 is the start
+  readonly columns: Int32Array; // [V] token → its column of next; -1: never allowed (no text, EOS, no state takes it)
+  readonly width: number; // C, the columns
+  readonly next: Int32Array; // [S, C] the state after the column's token text, -1 where it cannot follow
+  readonly complete: Uint8Array; // [S] 1 where the output is whole (end-of-sequence allowed)
+  readonly toComplete: Int32Array; // [S] tokens, end-of-sequence not counted, that complete the output from here
 }
 
 /** Most table entries (S × C + V + 2S words) of one automaton: 64 MiB, well within a device's storage binding. */
@@ -32,8 +33,15 @@ export function checkAutomatonSize(name: string, states: number, width: number, 
   }
 }
 
-/** The table as the device reads it (src/backend/automaton-mask.ts's layout). */
+const packedTables = new WeakMap<TokenAutomaton, Int32Array>();
+
+/** The table as the device reads it (src/backend/automaton-mask.ts's layout); packed once per automaton. */
 export function packAutomaton(a: TokenAutomaton): Int32Array {
+  if (!packedTables.has(a)) packedTables.set(a, pack(a));
+  return packedTables.get(a)!;
+}
+
+function pack(a: TokenAutomaton): Int32Array {
   const { states: S, width: C, vocabSize: V } = a;
   const packed = new Int32Array(AUTOMATON_HEADER_WORDS + V + 2 * S + S * C);
   packed.set([S, C, V, a.eos]);
@@ -47,14 +55,14 @@ export function packAutomaton(a: TokenAutomaton): Int32Array {
 
 /** Packed tables of several automata end to end, and the word offset of each. */
 export function packAutomata(automata: readonly TokenAutomaton[]): { words: Int32Array; offsets: Map<TokenAutomaton, number> } {
-  const packed = automata.map(packAutomaton);
-  const words = new Int32Array(packed.reduce((n, p) => n + p.length, 0));
+  const tables = automata.map(packAutomaton);
+  const words = new Int32Array(tables.reduce((n, t) => n + t.length, 0));
   const offsets = new Map<TokenAutomaton, number>();
   let at = 0;
   automata.forEach((a, i) => {
     offsets.set(a, at);
-    words.set(packed[i]!, at);
-    at += packed[i]!.length;
+    words.set(tables[i]!, at);
+    at += tables[i]!.length;
   });
   return { words, offsets };
 }
@@ -69,8 +77,7 @@ export function stateAfter(packed: Int32Array, tokens: readonly number[], at = 0
  * tokens so far (null: free text). The same table and rule the device uses.
  */
 export function automatonMaskFn(requests: readonly GenerationRequest[], automata: ReadonlyArray<TokenAutomaton | null>): TokenMaskFn {
-  const packed = new Map(automata.filter((a): a is TokenAutomaton => a !== null).map((a) => [a, packAutomaton(a)]));
-  const byRequest = new Map(requests.map((r, i) => [r, automata[i] ? packed.get(automata[i]!)! : null]));
+  const byRequest = new Map(requests.map((r, i) => [r, automata[i] ? packAutomaton(automata[i]!) : null]));
   return (request, generated) => {
     const table = byRequest.get(request) ?? null;
     if (table === null) return null;
