@@ -53,7 +53,7 @@ export function compileFormat(name: string, format: Format, vocab: TokenTexts): 
   const characterOf = [0];
   const rows: Int32Array[] = [];
   for (let s = 0; s < characterOf.length; s++) {
-    checkAutomatonSize(where, characterOf.length, K, V);
+    checkAutomatonSize(where, characterOf.length, K, V); // (a bound: the columns no state takes are dropped below)
     const row = new Int32Array(K).fill(-1);
     spellings.forEach((spelling, k) => {
       let at = characterOf[s]!;
