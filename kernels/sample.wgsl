@@ -6,7 +6,8 @@
 //   u = 24-bit uniform from lowbias32 of (seed, requestId, position): independent of the batch (DESIGN.md rule 2).
 // In a device-resident decode loop (src/model/generate.ts) the same dispatch also feeds the next step: row m's
 // position is its RowParams position + step, its token goes to out[outAt + m] (a history of the loop's steps) and,
-// with `advance`, into the next forward's step rows: tokens[m] = token, positions[m] += 1. Nothing is read back.
+// with `advance`, into the next forward's step rows: tokens[m] = token (0 for -1: the forward needs a real token),
+// positions[m] += 1. Nothing is read back.
 // Bindings: p: Params
 //           logits: [M, V] f32
 //           rows:   [M] RowParams (8 words each)
@@ -74,7 +75,7 @@ fn probability(m: u32, v: u32, maxLogit: f32, temperature: f32) -> f32 {
 fn emit(m: u32, token: i32) {
   out[p.outAt + m] = token;
   if (p.advance == 1u) {
-    next[p.tokensAt + m] = token;
+    next[p.tokensAt + m] = max(token, 0);
     next[p.positionsAt + m] += 1;
   }
 }

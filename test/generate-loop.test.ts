@@ -1,7 +1,8 @@
 // The device-resident decode loop (src/model/generate.ts) against the host loop, its reference: the same tokens and
 // finish reasons for batches with stop tokens landing inside a run of device steps, different maxTokens, adapters
 // and base rows, greedy and sampled rows, on the CPU backend and on WebGPU; onToken sees the same calls; the loop
-// reads back once per run of steps. And Backend.sampleStep against sample(), the op it extends.
+// reads back once per run of steps, and runs adapt where a request may stop early. And Backend.sampleStep against
+// sample(), the op it extends.
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { uploadStepRows, type Backend, type SampleRow } from '../src/backend/backend.js';
@@ -112,6 +113,30 @@ describe('the device decode loop', () => {
       expect(reads).toBe(expected);
     }
     await expect(generate(model, [request], { stepsPerRead: 0 })).rejects.toThrow(/stepsPerRead must be a positive integer, got 0/);
+  });
+
+  it('where a request may stop early, starts runs at one step, doubles them while none stops and halves them when one does', async () => {
+    const cpu = new CpuBackend();
+    let reads = 0;
+    const counting = new Proxy(cpu, {
+      get(target, key) {
+        if (key === 'readI32') return (t: Parameters<Backend['readI32']>[0]) => (reads++, target.readI32(t));
+        const value = Reflect.get(target, key) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const model = LlamaModel.upload(counting, qwen, weights, { maxContext: 64 });
+    const request: GenerationRequest = { requestId: 1, prompt: [5, 6, 7], adapter: -1, maxTokens: 10, seed: 3 };
+    // A stop token that never comes: runs of 1, 2, 4, then the 3 tokens left.
+    reads = 0;
+    const free = await generate(model, [{ ...request, stopTokens: [-1] }], { stepsPerRead: 4 });
+    expect([reads, free[0]!.finishReason]).toEqual([4, 'length']);
+    // Request 2 stops at its 2nd token (in the second run): then runs of 1 (token 4), 2 (5-6), 4 (7-10).
+    reads = 0;
+    let seen = 0;
+    const stopped = await generate(model, [request, { ...request, requestId: 2 }], { stepsPerRead: 16, onToken: (r) => r.requestId === 2 && ++seen === 2 });
+    expect(reads).toBe(5);
+    expect(stopped.map((r) => [r.tokens.length, r.finishReason])).toEqual([[10, 'length'], [2, 'stop']]);
   });
 });
 

@@ -38,6 +38,8 @@ export interface SampleRow {
   seed: number; // u32
   requestId: number; // u32
   position: number; // u32: index of the token being sampled within its sequence
+  // A decode loop's token automaton (automaton-mask.ts): read only by sampleStep with tables.
+  automaton?: { at: number; state: number; remaining: number }; // table offset in words, state, tokens left at step 0
 }
 
 /** Longest context the attention kernel supports (its scores live in workgroup memory). */
@@ -172,7 +174,11 @@ export interface Backend {
   // sample() of one decode step with nothing read back: row m's token is drawn at position params[m].position + step
   // and written to history[step, m] (history: i32 [steps, M]) and into the next forward's rows:
   // next.tokens[m] = token, next.positions[m] += 1 (next has M tokens, row m's logits are logits[m]).
-  sampleStep(logits: Tensor, params: Tensor, step: number, history: Tensor, next: StepRows): void;
+  // With `tables` (i32, packed token automata: automaton-mask.ts), each row with an automaton is masked by it: at
+  // step > 0 its state (in params) first advances by next.tokens[m], the token of the step before; its mask is that
+  // state's with automaton.remaining - step tokens left. A row its automaton allows nothing in draws -1 (into the
+  // history; the next rows get token 0).
+  sampleStep(logits: Tensor, params: Tensor, step: number, history: Tensor, next: StepRows, tables?: Tensor): void;
   // Starts the work recorded so far without waiting for it (WebGPU: one queue submission), so the device runs a
   // step while the host records the next; nothing on the CPU, whose ops run as they are called.
   submit(): void;

@@ -6,6 +6,7 @@
 
 import { assert, numel, type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage } from './backend.js';
 import { roundToF16 } from './half.js';
+import { automatonMasks } from './automaton-mask.js';
 import { packSampleRows, sampleRow, SAMPLE_ROW_WORDS } from './sampling.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor, type CpuTensor } from './cpu-tensor.js';
 import { cpuArena } from './cpu-arena.js';
@@ -197,15 +198,21 @@ export class CpuBackend implements Backend {
     return params;
   }
 
-  sampleStep(logits: Tensor, params: Tensor, step: number, history: Tensor, next: StepRows): void {
+  sampleStep(logits: Tensor, params: Tensor, step: number, history: Tensor, next: StepRows, tables?: Tensor): void {
     const rows = this.sampleRowsOf.get(params);
     assert(rows !== undefined, 'sampleStep: params must come from uploadSampleRows');
     const M = rows.length;
     const [past, tokens, positions] = [i32Of(history), i32Of(next.tokens), i32Of(next.positions)];
     assert((step + 1) * M <= past.length && tokens.length === M, `sampleStep: step ${step} of ${M} rows overruns the history [${history.shape.join(', ')}] or the next step's ${tokens.length} tokens`);
-    const drawn = i32Of(this.sample(logits, rows.map((r) => ({ ...r, position: (r.position + step) >>> 0 }))));
+    const [V, words] = [colsOf(logits), Math.ceil(colsOf(logits) / 32)];
+    const masks = tables ? automatonMasks(i32Of(tables), i32Of(params), M, V, step, tokens) : undefined;
+    // A row its automaton allows nothing in draws -1 (as sample.wgsl does): sampled unmasked, then overwritten.
+    const dead = Array.from({ length: M }, (_, m) => masks !== undefined && masks.subarray(m * words, (m + 1) * words).every((w) => w === 0));
+    dead.forEach((d, m) => d && masks!.fill(-1, m * words, (m + 1) * words));
+    const drawn = i32Of(this.sample(logits, rows.map((r) => ({ ...r, position: (r.position + step) >>> 0 })), masks && tensor(masks, [M, words], 'u32')));
+    dead.forEach((d, m) => d && (drawn[m] = -1));
     past.set(drawn, step * M);
-    tokens.set(drawn);
+    tokens.set(drawn.map((token) => Math.max(token, 0))); // the next forward needs a real token, even from a dead row
     for (let m = 0; m < M; m++) positions[m] = positions[m]! + 1;
   }
 

@@ -7,8 +7,16 @@ import type { SampleRow } from './backend.js';
 
 /** Words per row of a packed SampleRow (kernels/sample.wgsl's RowParams). */
 export const SAMPLE_ROW_WORDS = 8;
+/** Where a row's token automaton (automaton-mask.ts) sits in its packed row; sample.wgsl does not read them. */
+export const ROW_STATE_WORD = 5;
+export const ROW_REMAINING_WORD = 6;
+export const ROW_TABLE_WORD = 7;
+export const NO_AUTOMATON = 0xffffffff; // in the table word: the row is not masked
 
-/** Rows as sample.wgsl's RowParams: temperature, topP (f32 bits), seed, requestId, position, 3 words of padding. */
+/**
+ * Rows as sample.wgsl's RowParams: temperature, topP (f32 bits), seed, requestId, position, then the row's
+ * automaton: state, tokens left at step 0, its table's word offset (NO_AUTOMATON without one).
+ */
 export function packSampleRows(rows: readonly SampleRow[]): Uint32Array {
   const words = new Uint32Array(rows.length * SAMPLE_ROW_WORDS);
   const floats = new Float32Array(words.buffer);
@@ -19,6 +27,9 @@ export function packSampleRows(rows: readonly SampleRow[]): Uint32Array {
     words[at + 2] = r.seed >>> 0;
     words[at + 3] = r.requestId >>> 0;
     words[at + 4] = r.position >>> 0;
+    words[at + ROW_STATE_WORD] = (r.automaton?.state ?? 0) >>> 0;
+    words[at + ROW_REMAINING_WORD] = (r.automaton?.remaining ?? 0) >>> 0;
+    words[at + ROW_TABLE_WORD] = r.automaton ? r.automaton.at >>> 0 : NO_AUTOMATON;
   });
   return words;
 }

@@ -464,12 +464,28 @@ class WebGpuBackend implements Backend {
     return this.fill(packSampleRows(rows), [rows.length, SAMPLE_ROW_WORDS], 'u32');
   }
 
-  sampleStep(logits: Tensor, params: Tensor, step: number, history: Tensor, next: StepRows): void {
-    const M = rowsOf(logits);
+  sampleStep(logits: Tensor, params: Tensor, step: number, history: Tensor, next: StepRows, tables?: Tensor): void {
+    const [M, V] = [rowsOf(logits), colsOf(logits)];
     if (numel(next.tokens.shape) !== M || (step + 1) * M > numel(history.shape)) {
       assert(false, `sampleStep: step ${step} of ${M} rows overruns the history ${describeShape(history.shape)} or the next step's ${numel(next.tokens.shape)} tokens`);
     }
-    this.dispatchSample(logits, params, undefined, this.i32(history, numel(history.shape), 'sampleStep: history'), step * M, step, next);
+    const mask = tables ? this.automatonMask(tables, params, step, next, M, V) : undefined;
+    this.dispatchSample(logits, params, mask, this.i32(history, numel(history.shape), 'sampleStep: history'), step * M, step, next);
+    if (mask) this.free(mask); // safe: a later reuse is ordered after this dispatch
+  }
+
+  /** One dispatch of kernels/token_mask.wgsl: the rows' masks [M, ceil(V / 32)] from their automata, states advanced. */
+  private automatonMask(tables: Tensor, params: Tensor, step: number, next: StepRows, M: number, V: number): GpuTensor {
+    const words = Math.ceil(V / 32);
+    const mask = this.output([M, words], 'i32');
+    const bindings = [
+      this.i32(tables, numel(tables.shape), 'sampleStep: automaton tables'),
+      this.i32(params, M * SAMPLE_ROW_WORDS, 'sampleStep: row parameters'),
+      this.i32(next.packed.whole, numel(next.packed.whole.shape), 'sampleStep: next step rows'),
+      mask,
+    ];
+    this.recorder.dispatch('token_mask', {}, { M, V, words, step, tokensAt: next.at.tokens }, bindings, M);
+    return mask;
   }
 
   submit(): void {

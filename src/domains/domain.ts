@@ -5,6 +5,7 @@
 // pretrain a base model on its text (pretraining.ts). Nothing outside src/domains/ names a particular domain: a
 // scenario's `domain` is looked up in the registry (index.ts).
 
+import type { TokenAutomaton } from '../model/token-automaton.js';
 import type { TokenTexts } from '../model/token-texts.js';
 import type { DomainPretraining } from './pretraining.js';
 
@@ -104,6 +105,11 @@ export interface Domain {
   solvePrompt(task: Task, prompts: PromptSet | null): string;
   /** The mask a generation of this format is decoded under; absent or null: free text. */
   tokenMask?(format: FormatName, vocab: TokenTexts): TokenMask | null;
+  /**
+   * tokenMask compiled to the token level, the same masks computed on the device (src/model/token-automaton.ts);
+   * absent: the engine decodes under tokenMask on the host. Cached by the domain per (format, vocab).
+   */
+  tokenAutomaton?(format: FormatName, vocab: TokenTexts): TokenAutomaton | null;
   minimumTokens(types: readonly TaskType[]): number; // the smallest token budget a proposal and an answer fit in
   tokenBudgetHint: number; // a `sampling.maxTokens` that leaves room for real tasks (named when the budget is too small)
   verifierPool(workers: number, settings: VerifierSettings): VerifierPool;

@@ -114,6 +114,12 @@ export class LocalEngineCore implements EngineCore {
 
   async generate(requests: readonly GenerationRequest[], formats: ReadonlyArray<FormatName | null>): Promise<GenerationResult[]> {
     const { domain, vocab } = this.settings;
+    const local = requests.map((r) => ({ ...r, adapter: this.slotOf(r.adapter) }));
+    if (domain.tokenAutomaton) {
+      // The grammar compiled to the token level: masks computed on the device, tokens kept there between readbacks.
+      const automata = formats.map((format) => (format ? domain.tokenAutomaton!(format, vocab) : null));
+      return generate(this.model, local, { bank: this.bank, ...(automata.some((a) => a !== null) ? { mask: { automata } } : {}) });
+    }
     const masks = new Map(requests.map((r, i) => [r.requestId, formats[i] ? (domain.tokenMask?.(formats[i]!, vocab) ?? null) : null]));
     const textOf = (tokens: readonly number[]) => tokens.map((t) => vocab.texts[t]).join('');
     const mask = (r: GenerationRequest, generated: readonly number[]) => {
@@ -121,7 +127,7 @@ export class LocalEngineCore implements EngineCore {
       return allowed === null ? null : allowed(textOf(generated), r.maxTokens - generated.length);
     };
     const masked = [...masks.values()].some((m) => m !== null); // without a mask the tokens stay on the device between readbacks
-    return generate(this.model, requests.map((r) => ({ ...r, adapter: this.slotOf(r.adapter) })), { bank: this.bank, ...(masked ? { mask } : {}) });
+    return generate(this.model, local, { bank: this.bank, ...(masked ? { mask } : {}) });
   }
 
   async train(samples: readonly RlSample[]): Promise<TrainResult> {

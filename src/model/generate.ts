@@ -2,19 +2,24 @@
 // all sequences still running. Two loops produce the same tokens:
 // - the device loop (default): a sampled token stays on the device and is the next step's input (Backend.sampleStep
 //   writes it into the step rows the next forward reads); the host reads the tokens back every `stepsPerRead`
-//   steps. A request that ends inside such a run (a stop token, onToken) keeps running to the run's end and its
+//   steps (where a request may stop early, runs start at one step, double while none stops and halve when one
+//   does). A request that ends inside such a run (a stop token, onToken) keeps running to the run's end and its
 //   extra tokens are dropped; a run never goes past any request's maxTokens, so every KV write stays within the
 //   writer's own positions of its own slot, where no other row reads.
-// - the host loop (the reference, and the loop for masked generation: a mask is computed on the host from the
+//   Masks that carry token automata (AutomatonMasks: a grammar compiled to the token level) take this loop too:
+//   the tables are uploaded once, and each step's masks are computed on the device from the rows' automaton
+//   states, which the sampled tokens advance (Backend.sampleStep with tables).
+// - the host loop (the reference, and the loop of function masks: a TokenMaskFn is computed on the host from the
 //   tokens so far): the tokens of every step are read back before the next step is uploaded.
 //
 // Replay: a token's draw depends only on (seed, requestId, position) and on its own logits, which the kernels
 // compute independently of the rest of the batch, so a request yields the same tokens alone or in any batch, and
 // the device loop (whose batches keep ended requests for up to a run) the same as the host loop.
 
-import type { KvCache, SampleRow } from '../backend/backend.js';
+import type { KvCache, SampleRow, Tensor } from '../backend/backend.js';
 import type { LoraBank } from './lora-bank.js';
 import type { ForwardBatch, LlamaModel } from './llama.js';
+import { automatonMaskFn, packAutomata, stateAfter, type TokenAutomaton } from './token-automaton.js';
 
 export interface GenerationRequest {
   requestId: number; // u32; with seed and position, keys the sampling hash
@@ -40,6 +45,14 @@ export interface GenerationResult {
 export type TokenMaskFn = (request: GenerationRequest, generated: readonly number[]) => Uint32Array | null;
 
 /**
+ * Masks the device computes: request i is decoded under automata[i] from its start state (null: free text), by
+ * the rule of src/model/token-automaton.ts. Every automaton must cover the model's vocabulary.
+ */
+export interface AutomatonMasks {
+  automata: ReadonlyArray<TokenAutomaton | null>; // [requests]
+}
+
+/**
  * Sees each request's tokens as they are sampled (in request order within a step); returning true ends that
  * request there, finish reason 'stop' (a stop string in its text, say).
  */
@@ -51,7 +64,7 @@ export const DEFAULT_STEPS_PER_READ = 16;
 
 export interface GenerateOptions {
   bank?: LoraBank;
-  mask?: TokenMaskFn; // given, generation takes the host loop
+  mask?: TokenMaskFn | AutomatonMasks; // a function takes the host loop; automata either loop
   onToken?: TokenCallback; // called in the same order by both loops (the device loop after each readback)
   loop?: DecodeLoop;
   stepsPerRead?: number; // the device loop's decode steps between two readbacks
@@ -69,12 +82,17 @@ export async function generate(model: LlamaModel, requests: readonly GenerationR
   requests.forEach((r) => checkRequest(model, r));
   const stepsPerRead = options.stepsPerRead ?? DEFAULT_STEPS_PER_READ;
   if (!Number.isInteger(stepsPerRead) || stepsPerRead < 1) throw new RangeError(`generate: stepsPerRead must be a positive integer, got ${stepsPerRead}`);
+  const automata = typeof options.mask === 'object' ? checkAutomata(model, requests, options.mask) : null;
   const maxLen = Math.max(...requests.map((r) => r.prompt.length + r.maxTokens));
   const cache = model.createKvCache(requests.length, maxLen);
   const progress: Progress = { requests, generated: requests.map(() => []), finish: requests.map((r) => (r.maxTokens === 0 ? 'length' : null)) };
   try {
-    if (options.mask || (options.loop ?? DEFAULT_DECODE_LOOP) === 'host') await hostLoop(model, cache, progress, options);
-    else await deviceLoop(model, cache, progress, options, stepsPerRead);
+    if (typeof options.mask === 'function' || (options.loop ?? DEFAULT_DECODE_LOOP) === 'host') {
+      const maskFn = typeof options.mask === 'function' ? options.mask : automata ? automatonMaskFn(requests, automata) : undefined;
+      await hostLoop(model, cache, progress, options, maskFn);
+    } else {
+      await deviceLoop(model, cache, progress, options, stepsPerRead, automata);
+    }
   } finally {
     model.freeKvCache(cache);
   }
@@ -82,13 +100,13 @@ export async function generate(model: LlamaModel, requests: readonly GenerationR
 }
 
 /** One readback per step: sample, read, decide on the host which requests go on, upload the next step. */
-async function hostLoop(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions): Promise<void> {
+async function hostLoop(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions, maskFn?: TokenMaskFn): Promise<void> {
   const b = model.backend;
   let running = runningOf(s);
   let batch = prefillBatch(s, running);
   while (running.length > 0) {
     const logits = model.forward(batch, cache, options.bank);
-    const mask = options.mask ? buildMask(model.config.vocabSize, running.map((i) => s.requests[i]!), running.map((i) => s.generated[i]!), options.mask) : undefined;
+    const mask = maskFn ? buildMask(model.config.vocabSize, running.map((i) => s.requests[i]!), running.map((i) => s.generated[i]!), maskFn) : undefined;
     const maskTensor = mask ? b.uploadI32(mask, [running.length, mask.length / running.length]) : undefined;
     const sampled = b.sample(logits, sampleRows(s, running), maskTensor);
     const next = await b.readI32(sampled);
@@ -102,36 +120,72 @@ async function hostLoop(model: LlamaModel, cache: KvCache, s: Progress, options:
 /**
  * Runs of up to `stepsPerRead` steps with the tokens on the device: each step's sampling writes its tokens into the
  * step rows the next step's forward reads, and into a history [steps, M] read back at the run's end. The first
- * run's first step is the prefill.
+ * run's first step is the prefill. Under automata, their tables are uploaded once and each run starts every row
+ * from the state its tokens so far reach (the device advances it within the run).
  */
-async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions, stepsPerRead: number): Promise<void> {
+async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions, stepsPerRead: number, automata: ReadonlyArray<TokenAutomaton | null> | null): Promise<void> {
   const b = model.backend;
-  let running = runningOf(s);
-  let prefill: ForwardBatch | null = prefillBatch(s, running);
-  while (running.length > 0) {
-    const M = running.length;
-    const steps = Math.min(stepsPerRead, ...running.map((i) => s.requests[i]!.maxTokens - s.generated[i]!.length));
-    const { rows, lora } = model.uploadRows(decodeBatch(s, running), cache, options.bank);
-    const params = b.uploadSampleRows(sampleRows(s, running));
-    const history = b.uploadI32(new Int32Array(steps * M), [steps, M]);
-    let tokens: Int32Array;
-    try {
-      for (let step = 0; step < steps; step++) {
-        const logits = prefill ? model.forward(prefill, cache, options.bank) : model.forwardRows(rows, cache, lora);
-        prefill = null;
-        b.sampleStep(logits, params, step, history, rows);
-        b.free(logits);
-        b.submit(); // the device runs this step while the host records the next
+  const { tables, automatonOf } = uploadAutomata(model, s, automata);
+  try {
+    let running = runningOf(s);
+    let prefill: ForwardBatch | null = prefillBatch(s, running);
+    // Rows that may stop early (a stop token, onToken) keep computing until their run ends: runs then start at one
+    // step, double up to stepsPerRead while no request stops and halve after a run in which one did, so short
+    // outputs (the arith domain's answers: 1-3 tokens) and the last rows' tails waste few steps.
+    const mayStop = options.onToken !== undefined || s.requests.some((r) => (r.stopTokens?.length ?? 0) > 0);
+    let runSteps = mayStop ? 1 : stepsPerRead;
+    while (running.length > 0) {
+      const M = running.length;
+      const steps = Math.min(runSteps, ...running.map((i) => s.requests[i]!.maxTokens - s.generated[i]!.length));
+      const { rows, lora } = model.uploadRows(decodeBatch(s, running), cache, options.bank);
+      const params = b.uploadSampleRows(sampleRows(s, running).map((row, m) => ({ ...row, automaton: automatonOf(running[m]!) })));
+      const history = b.uploadI32(new Int32Array(steps * M), [steps, M]);
+      let tokens: Int32Array;
+      try {
+        for (let step = 0; step < steps; step++) {
+          const logits = prefill ? model.forward(prefill, cache, options.bank) : model.forwardRows(rows, cache, lora);
+          prefill = null;
+          b.sampleStep(logits, params, step, history, rows, tables);
+          b.free(logits);
+          b.submit(); // the device runs this step while the host records the next
+        }
+        tokens = await b.readI32(history);
+      } finally {
+        [rows.packed.whole, params, history].forEach((t) => b.free(t));
       }
-      tokens = await b.readI32(history);
-    } finally {
-      [rows.packed.whole, params, history].forEach((t) => b.free(t));
+      for (let step = 0; step < steps; step++) {
+        running.forEach((i, m) => s.finish[i] === null && accept(s, i, checkDrawn(s, i, tokens[step * M + m]!), options.onToken));
+      }
+      const stopped = running.some((i) => s.finish[i] === 'stop');
+      if (mayStop) runSteps = stopped ? Math.max(1, runSteps >> 1) : Math.min(2 * runSteps, stepsPerRead);
+      running = runningOf(s);
     }
-    for (let step = 0; step < steps; step++) {
-      running.forEach((i, m) => s.finish[i] === null && accept(s, i, tokens[step * M + m]!, options.onToken));
-    }
-    running = runningOf(s);
+  } finally {
+    if (tables) b.free(tables);
   }
+}
+
+/**
+ * The automata's tables in one tensor (none without automata), and request i's automaton as its sample row carries
+ * it at a run's start: its table, the state its tokens so far reach, its tokens left.
+ */
+function uploadAutomata(model: LlamaModel, s: Progress, automata: ReadonlyArray<TokenAutomaton | null> | null) {
+  const used = automata ? [...new Set(automata.filter((a): a is TokenAutomaton => a !== null))] : [];
+  const { words, offsets } = packAutomata(used);
+  const tables: Tensor | undefined = used.length > 0 ? model.backend.uploadI32(words, [words.length]) : undefined;
+  const automatonOf = (i: number): SampleRow['automaton'] => {
+    const a = automata?.[i] ?? null;
+    if (a === null) return undefined;
+    const at = offsets.get(a)!;
+    return { at, state: stateAfter(words, s.generated[i]!, at), remaining: s.requests[i]!.maxTokens - s.generated[i]!.length };
+  };
+  return { tables, automatonOf };
+}
+
+/** A token of a running request: -1 is the device's word for a row its automaton allowed nothing in. */
+function checkDrawn(s: Progress, i: number, token: number): number {
+  if (token < 0) throw new Error(`generation request ${s.requests[i]!.requestId}: its token automaton allows no token after ${s.generated[i]!.length} tokens (a grammar that cannot complete within maxTokens?)`);
+  return token;
 }
 
 const runningOf = (s: Progress) => s.requests.map((_, i) => i).filter((i) => s.finish[i] === null);
@@ -194,6 +248,14 @@ function buildMask(vocabSize: number, running: GenerationRequest[], soFar: numbe
     out.set(new Int32Array(m.buffer, m.byteOffset, words), row * words);
   });
   return out;
+}
+
+function checkAutomata(model: LlamaModel, requests: readonly GenerationRequest[], mask: AutomatonMasks): ReadonlyArray<TokenAutomaton | null> {
+  const { automata } = mask;
+  if (automata.length !== requests.length) throw new RangeError(`generate: mask.automata has ${automata.length} entries for ${requests.length} requests (one a request, null for free text)`);
+  const wrong = automata.find((a) => a !== null && a.vocabSize !== model.config.vocabSize);
+  if (wrong) throw new RangeError(`generate: the token automaton ${wrong.name} covers ${wrong.vocabSize} tokens, the model's vocabulary ${model.config.vocabSize}`);
+  return automata;
 }
 
 function checkRequest(model: LlamaModel, r: GenerationRequest): void {

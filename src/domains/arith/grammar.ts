@@ -82,6 +82,13 @@ function fieldComplete(format: Format, s: RecognizerState): boolean {
   return s.literalRead === f.text.length;
 }
 
+/** Every character `step` may accept in some state of the format (any other character never follows). */
+export function alphabet(format: Format): string {
+  const chars = new Set('0123456789');
+  for (const f of format) [...(f.kind === 'expr' ? 'x()+-*/%' : f.kind === 'int' ? '-' : f.text)].forEach((c) => chars.add(c));
+  return [...chars].join('');
+}
+
 /** The next state after one character, or null if the character cannot follow. */
 export function step(format: Format, s: RecognizerState, c: string): RecognizerState | null {
   const f = format[s.field];

@@ -1,10 +1,12 @@
 // The toy arithmetic domain as the runtime sees it: integer expressions in one variable, three task types
-// (tasks.ts), every output decoded under a grammar mask (grammar.ts), verified in JavaScript on worker threads
+// (tasks.ts), every output decoded under a grammar mask (grammar.ts; on the device from its token automaton,
+// grammar-automaton.ts), verified in JavaScript on worker threads
 // (verifier-pool.ts). Its prompts are fixed markers: a scenario gives it no templates.
 
 import { ARITH_ALPHABET } from '../../model/tokenizer.js';
 import type { Domain, FormatName } from '../domain.js';
 import { minimumTokens, tokenMask } from './grammar.js';
+import { formatAutomaton } from './grammar-automaton.js';
 import { heldOutTasks } from './held-out.js';
 import { arithPretraining } from './pretraining.js';
 import { ARITH_TASK_TYPES, answerFormat, proposalFormat, proposalPrompt, solvePrompt, type ArithTask, type ArithTaskType } from './tasks.js';
@@ -29,6 +31,7 @@ export const arith: Domain = {
     const grammar = formatOf(format);
     return (generatedText, remainingTokens) => tokenMask(grammar, vocab, generatedText, remainingTokens);
   },
+  tokenAutomaton: (format, vocab) => formatAutomaton(format, formatOf(format), vocab),
   minimumTokens: (types) => Math.max(...types.flatMap((type) => [minimumTokens(proposalFormat(type as ArithTaskType)), minimumTokens(answerFormat(type as ArithTaskType))])),
   tokenBudgetHint: 24,
   verifierPool: (workers) => new ArithVerifierPool(workers),
