@@ -182,6 +182,20 @@ describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
     }
   });
 
+  it.each(STORAGES)("loraShrink's two thread layouts make the same sums, bit for bit, with %s banks", async (storage) => {
+    const r = random(`lora layouts ${storage}`);
+    // tiles of 8 rows of one adapter, of several, of none; odd K past several 32-lane rounds; rank past 64 threads
+    for (const [T, K, rank] of [[37, 601, 16], [20, 64, 5], [1, 3, 1], [11, 130, 70]] as const) {
+      const slots = 3;
+      const [x, a] = [r.floats(T * K), r.floats(slots * rank * K)];
+      const adapters = Int32Array.from({ length: T }, (_, t) => (t < 16 ? [2, 0][t >> 3]! : t % 7 === 0 ? -1 : r.pick([-1, 0, 1, 2])));
+      const shrink = (be: Backend) => be.readF32(be.loraShrink(be.upload(x, [T, K]), be.uploadWeight(a, [slots * rank, K], storage), be.uploadI32(adapters, [T]), rank));
+      const reference = await shrink(layouts!.gpu);
+      expectClose(reference, await shrink(cpu));
+      expect(bits(await shrink(layouts!.cpu))).toEqual(bits(reference));
+    }
+  });
+
   describe('sample', () => {
     const [M, V] = [160, 517];
     const r = random('sample');
