@@ -79,6 +79,24 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
     expect(alone).toEqual(g[0]!.slice(2 * I * J, 3 * I * J));
   });
 
+  it("outer_product_sum's two thread layouts make the same sums, bit for bit, whatever a CPU-layout thread's units", async () => {
+    const [gpuLayout, ...cpuLayouts] = await Promise.all([{ layout: 'gpu' as const }, { layout: 'cpu' as const, serialUnits: 1 }, { layout: 'cpu' as const, serialUnits: 8 }].map((o) => createWebGpuBackend(o)));
+    // i or j the longer (the CPU layout's columns), over several tiles of rows and workgroups of columns; odd sizes
+    for (const [T, I, J] of [[41, 130, 16], [41, 16, 601], [13, 3, 5], [40, 67, 67]] as const) {
+      const [u, v] = [randoms(T * I, `u${I}`), randoms(T * J, `v${J}`)];
+      const order = Array.from({ length: T - 2 }, (_, i) => (i * 7) % T);
+      const offsets = [0, 3, 3, T - 10, T - 2]; // an empty segment too
+      const scales = Float32Array.of(1, 2, -0.5, 3);
+      for (const withScales of [true, false]) {
+        const run = (b: Backend) => b.readF32(b.outerProductSum(f(b, u, [T, I]), f(b, v, [T, J]), ids(b, order), ids(b, offsets), withScales ? f(b, scales, [4]) : undefined));
+        const reference = await run(gpuLayout!);
+        expectClose(reference, await run(cpu), 1e-5, `[${T}, ${I}, ${J}]`);
+        for (const b of cpuLayouts) expect(await run(b)).toEqual(reference);
+      }
+    }
+    [gpuLayout, ...cpuLayouts].forEach((b) => b!.destroy());
+  });
+
   it('rmsnorm_backward and rmsnorm_weight_grad match the cpu; a row is the same alone', async () => {
     const [T, D] = [9, 301];
     const [dy, x, w] = [randoms(T * D, 'dy'), randoms(T * D, 'x', 2), randoms(D, 'w')];

@@ -79,7 +79,18 @@ export class BackwardKernels {
       this.g.f32(u, 'outerProductSum: u'), this.g.f32(v, 'outerProductSum: v'), this.g.i32(order, numel(order.shape), 'outerProductSum: order'),
       this.g.i32(offsets, S + 1, 'outerProductSum: offsets'), scales ? this.g.f32(scales, 'outerProductSum: scales') : { buffer: this.g.dummy }, out,
     ];
-    this.g.recorder.dispatch('outer_product_sum', { HAS_SCALES: scales ? 1 : 0 }, fields, bindings, S * tilesI * tilesJ);
+    const HAS_SCALES = scales ? 1 : 0;
+    if (this.g.layout === 'gpu') {
+      this.g.recorder.dispatch('outer_product_sum', { HAS_SCALES }, fields, bindings, S * tilesI * tilesJ);
+      return out;
+    }
+    // The CPU layout: the longer of i and j across the threads (lane-by-lane loads), the shorter in the tiles' rows.
+    const SWAP = I > J ? 1 : 0;
+    const [columns, rows] = SWAP ? [I, J] : [J, I];
+    const TM = rows > 8 ? MAX_SERIAL_TM : rows > 4 ? 8 : 4;
+    const tiles = S * Math.ceil(rows / TM);
+    const tiling = serialTiling(columns, false, tiles, this.g.serialUnits);
+    this.g.recorder.dispatch('outer_product_sum', { HAS_SCALES, SERIAL: 1, SWAP, TM, ...tiling }, fields, bindings, tiles * Math.ceil(columns / (tiling.SERIAL_THREADS * tiling.UNITS)));
     return out;
   }
 
