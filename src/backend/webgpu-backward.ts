@@ -3,7 +3,7 @@
 
 import { assert, colsOf, describeShape, numel, rowsOf, type AdamWHyper, type Tensor } from './backend.js';
 import type { Binding, Params, Recorder } from './webgpu-recorder.js';
-import { MAX_SERIAL_TM, serialTiling } from './webgpu-serial.js';
+import { MAX_LORA_TM, MAX_SERIAL_TM, SERIAL_THREADS, serialTiling } from './webgpu-serial.js';
 
 export interface GpuTensor extends Tensor {
   readonly buffer: GPUBuffer;
@@ -162,7 +162,14 @@ export class BackwardKernels {
     const out = this.g.output([T, rank]);
     const fields = { T, N, rank, slots: Math.min(rowsOf(bank) / N, numel(scales.shape)) };
     const bindings = [this.g.f32(dy, 'loraExpandBackward: dy'), bank, this.g.i32(adapters, T, 'loraExpandBackward: adapters'), this.g.f32(scales, 'loraExpandBackward: scales'), out];
-    this.g.recorder.dispatch('lora_expand_backward', {}, fields, bindings, T);
+    if (this.g.layout === 'gpu') {
+      this.g.recorder.dispatch('lora_expand_backward', {}, fields, bindings, T);
+      return out;
+    }
+    // The CPU layout: a thread a rank column, over tiles of up to 8 rows that share each load of B.
+    const TM = Math.min(MAX_LORA_TM, 2 ** Math.ceil(Math.log2(T)));
+    const threads = Math.min(SERIAL_THREADS, 8 * Math.ceil(rank / 8));
+    this.g.recorder.dispatch('lora_expand_backward', { SERIAL: 1, TM, SERIAL_THREADS: threads }, fields, bindings, [Math.ceil(rank / threads), Math.ceil(T / TM)]);
     return out;
   }
 

@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os';
 
 export const SERIAL_THREADS = 64; // threads a workgroup, at most
 export const MAX_SERIAL_TM = 16; // rows a tile when T > 8 (else 8; 1 for a lone row where a kernel has that variant)
+export const MAX_LORA_TM = 8; // rows a tile of lora_shrink.wgsl and lora_expand_backward.wgsl (their MAX_TM)
 const MAX_SERIAL_COLUMNS = 8; // the kernels' MAX_COLUMNS: a thread's columns
 const HOST_CORES = availableParallelism(); // lavapipe runs a thread per core
 

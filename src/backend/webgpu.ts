@@ -18,11 +18,10 @@ import { EvolutionKernels } from './webgpu-evolution.js';
 import { Recorder, type Binding, type KernelVariant } from './webgpu-recorder.js';
 import { isBlocked, RowBlockOps, uploadBlocked } from './webgpu-row-blocks.js';
 import { wordOffsets } from './kernel-params.js';
-import { MAX_SERIAL_TM, SERIAL_THREADS, serialThreadsFor, serialTiling } from './webgpu-serial.js';
+import { MAX_LORA_TM, MAX_SERIAL_TM, SERIAL_THREADS, serialThreadsFor, serialTiling } from './webgpu-serial.js';
 
 const MAX_HEAD_DIM = 256; // attention.wgsl keeps the query in workgroup memory
 const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
-const MAX_SHRINK_TM = 8; // rows a tile of lora_shrink.wgsl's CPU layout (its MAX_TM)
 const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
 const NONE = 0xffffffff;
 const [STORE, RESIDUAL, SWIGLU, ROPE_KV] = [0, 1, 2, 3]; // linear.wgsl's epilogues
@@ -443,7 +442,7 @@ class WebGpuBackend implements Backend {
       return out;
     }
     // The CPU layout: a thread a rank column, over tiles of up to 8 rows that share each load of A.
-    const TM = Math.min(MAX_SHRINK_TM, 2 ** Math.ceil(Math.log2(T)));
+    const TM = Math.min(MAX_LORA_TM, 2 ** Math.ceil(Math.log2(T)));
     const threads = Math.min(SERIAL_THREADS, 8 * Math.ceil(rank / 8));
     this.recorder.dispatch('lora_shrink', { WEIGHT_F16, SERIAL: 1, TM, SERIAL_THREADS: threads }, fields, bindings, [Math.ceil(rank / threads), Math.ceil(T / TM)]);
     return out;
