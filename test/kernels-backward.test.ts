@@ -137,6 +137,26 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
     }
   });
 
+  it("attention_backward_kv's two thread layouts make the same sums, bit for bit", async () => {
+    const [gpuLayout, cpuLayout] = await Promise.all([createWebGpuBackend({ layout: 'gpu' }), createWebGpuBackend({ layout: 'cpu' })]);
+    // sequences across the CPU layout's workgroups of 8 key tokens; head sizes past one 64-lane round, odd
+    for (const [heads, kvHeads, hd] of [[4, 2, 16], [4, 1, 67], [2, 2, 130]] as const) {
+      const lengths = [5, 1, 20, 3, 9];
+      const positions = lengths.flatMap((L) => Array.from({ length: L }, (_, i) => i));
+      const seqEnds = lengths.flatMap((L, s) => Array(L).fill(lengths.slice(0, s + 1).reduce((a, b) => a + b, 0)) as number[]);
+      const T = positions.length;
+      const [q, k, v, dOut, out] = [randoms(T * heads * hd, 'q'), randoms(T * kvHeads * hd, 'k'), randoms(T * kvHeads * hd, 'v'), randoms(T * heads * hd, 'do'), randoms(T * heads * hd, 'o')];
+      const run = (b: Backend) => {
+        const [qt, kt, vt] = [f(b, q, [T, heads * hd]), f(b, k, [T, kvHeads * hd]), f(b, v, [T, kvHeads * hd])];
+        return Promise.all(b.attentionBackward(f(b, dOut, [T, heads * hd]), qt, kt, vt, f(b, out, [T, heads * hd]), ids(b, positions), ids(b, seqEnds), heads, kvHeads).map((t) => b.readF32(t)));
+      };
+      const [reference, reference2] = [await run(gpuLayout), await run(cpu)];
+      ['dq', 'dk', 'dv'].forEach((name, i) => expectClose(reference[i]!, reference2[i]!, 1e-5, `${name} ${heads}/${kvHeads}×${hd}`));
+      expect(await run(cpuLayout)).toEqual(reference);
+    }
+    [gpuLayout, cpuLayout].forEach((b) => b.destroy());
+  });
+
   it('lora_expand_backward and lora_shrink_backward match the cpu, rows without an adapter untouched', async () => {
     const [T, N, K, R, S] = [9, 67, 45, 5, 3];
     const [dy, b, a, dx0] = [randoms(T * N, 'dy'), randoms(S * N * R, 'b'), randoms(S * R * K, 'a'), randoms(T * K, 'dx')];

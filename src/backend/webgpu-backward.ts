@@ -150,7 +150,8 @@ export class BackwardKernels {
     this.g.recorder.dispatch('attention_backward_query', {}, fields, queryBindings, T * heads);
     const [dk, dv] = [this.g.output(k.shape), this.g.output(v.shape)];
     const kvBindings = [qs, ks, vs, gs, stats, this.g.i32(seqEnds, T, 'attentionBackward: seqEnds'), dk, dv];
-    this.g.recorder.dispatch('attention_backward_kv', {}, fields, kvBindings, T * kvHeads);
+    if (this.g.layout === 'gpu') this.g.recorder.dispatch('attention_backward_kv', {}, fields, kvBindings, T * kvHeads);
+    else this.g.recorder.dispatch('attention_backward_kv', { SERIAL: 1 }, fields, kvBindings, kvHeads * Math.ceil(T / 8)); // 8 key tokens a workgroup
     this.g.free(stats);
     return [dq, dk, dv];
   }
