@@ -455,7 +455,14 @@ class WebGpuBackend implements Backend {
     assert(Number.isInteger(rank) && colsOf(bank) === rank && rowsOf(bank) % N === 0, `loraExpand: the B bank ${describeShape(bank.shape)} is not [slots * ${N}, ${rank}]`);
     const fields = { T, N, rank, slots: Math.min(rowsOf(bank) / N, numel(scales.shape)) };
     const bindings = [this.f32(h, 'loraExpand: h'), bank, this.i32(adapters, T, 'loraExpand: adapters'), this.f32(scales, 'loraExpand: scales'), this.f32(y, 'loraExpand: y')];
-    this.recorder.dispatch('lora_expand', { WEIGHT_F16 }, fields, bindings, Math.ceil((T * N) / 256));
+    if (this.layout === 'gpu') {
+      this.recorder.dispatch('lora_expand', { WEIGHT_F16 }, fields, bindings, Math.ceil((T * N) / 256));
+      return;
+    }
+    // The CPU layout: a register tile of columns × rows, the rows of one adapter sharing each load of B.
+    const TM = T > 4 ? MAX_LORA_TM : 4;
+    const tiling = serialTiling(N, false, Math.ceil(T / TM), this.serialUnits);
+    this.recorder.dispatch('lora_expand', { WEIGHT_F16, SERIAL: 1, TM, ...tiling }, fields, bindings, [Math.ceil(N / (tiling.SERIAL_THREADS * tiling.UNITS)), Math.ceil(T / TM)]);
   }
 
   sample(logits: Tensor, rows: readonly SampleRow[], mask?: Tensor): Tensor {
