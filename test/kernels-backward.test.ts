@@ -180,22 +180,25 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
     }
   });
 
-  it("lora_expand_backward's two thread layouts make the same sums, bit for bit", async () => {
-    const [gpuLayout, cpuLayout] = await Promise.all([createWebGpuBackend({ layout: 'gpu' }), createWebGpuBackend({ layout: 'cpu' })]);
-    // tiles of 8 rows of one adapter, of several, of none; N past several 32-lane rounds, odd; rank past 64 threads
-    for (const [T, N, R] of [[37, 601, 16], [20, 64, 5], [1, 3, 1], [11, 130, 70]] as const) {
+  it("lora_expand_backward's and lora_shrink_backward's two thread layouts make the same sums, bit for bit", async () => {
+    const [gpuLayout, ...cpuLayouts] = await Promise.all([{ layout: 'gpu' as const }, { layout: 'cpu' as const, serialUnits: 1 }, { layout: 'cpu' as const, serialUnits: 8 }].map((o) => createWebGpuBackend(o)));
+    // tiles of 8 rows of one adapter, of several, of none; N past several 32-lane rounds, odd; rank past 64 threads;
+    // K past a workgroup's columns
+    for (const [T, N, K, R] of [[37, 601, 133, 16], [20, 64, 700, 5], [1, 3, 1, 1], [11, 130, 9, 70]] as const) {
       const S = 3;
-      const [dy, b] = [randoms(T * N, `dy${N}`), randoms(S * N * R, `b${N}`)];
+      const [dy, b, a, dx0] = [randoms(T * N, `dy${N}`), randoms(S * N * R, `b${N}`), randoms(S * R * K, `a${K}`), randoms(T * K, `dx${K}`)];
       const adapters = Array.from({ length: T }, (_, t) => (t < 16 ? [2, 0][t >> 3]! : t % 7 === 0 ? -1 : [0, 1, 2, 7][t % 4]!));
       const scales = Float32Array.of(0.5, 2, 1.5);
-      const run = (be: Backend) => be.readF32(be.loraExpandBackward(f(be, dy, [T, N]), f(be, b, [S * N, R]), ids(be, adapters), f(be, scales, [S]), R));
-      const reference = await run(gpuLayout);
-      const defined = adapters.flatMap((s, t) => (s >= 0 && s < S ? [t] : [])); // the cpu reference's rows (see above)
-      const rowsOf = (a: Float32Array) => Float32Array.from(defined.flatMap((t) => Array.from(a.slice(t * R, (t + 1) * R))));
-      expectClose(rowsOf(reference), rowsOf(await run(cpu)), 1e-5, `[${T}, ${N}, ${R}]`);
-      expect(await run(cpuLayout)).toEqual(reference);
+      const run = (be: Backend) => {
+        const dh = be.loraExpandBackward(f(be, dy, [T, N]), f(be, b, [S * N, R]), ids(be, adapters), f(be, scales, [S]), R);
+        const dx = f(be, dx0, [T, K]);
+        be.loraShrinkBackwardInPlace(dx, dh, f(be, a, [S * R, K]), ids(be, adapters));
+        return Promise.all([dh, dx].map((t) => be.readF32(t)));
+      };
+      const reference = await run(gpuLayout!);
+      for (const be of cpuLayouts) expect(await run(be!)).toEqual(reference);
     }
-    [gpuLayout, cpuLayout].forEach((b) => b.destroy());
+    [gpuLayout, ...cpuLayouts].forEach((b) => b!.destroy());
   });
 
   it('sum_squares and adamw match the cpu over several steps, a slot with lr 0 untouched', async () => {

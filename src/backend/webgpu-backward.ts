@@ -181,7 +181,14 @@ export class BackwardKernels {
     assert(colsOf(bank) === K && rowsOf(bank) % rank === 0, `loraShrinkBackward: the A bank ${describeShape(a.shape)} is not [slots * ${rank}, ${K}]`);
     const fields = { T, K, rank, slots: rowsOf(bank) / rank };
     const bindings = [this.g.f32(dh, 'loraShrinkBackward: dh'), bank, this.g.i32(adapters, T, 'loraShrinkBackward: adapters'), this.g.f32(dx, 'loraShrinkBackward: dx')];
-    this.g.recorder.dispatch('lora_shrink_backward', {}, fields, bindings, Math.ceil((T * K) / 256));
+    if (this.g.layout === 'gpu') {
+      this.g.recorder.dispatch('lora_shrink_backward', {}, fields, bindings, Math.ceil((T * K) / 256));
+      return;
+    }
+    // The CPU layout: a register tile of columns × rows, the rows of one adapter sharing each load of A.
+    const TM = T > 4 ? MAX_LORA_TM : 4;
+    const tiling = serialTiling(K, false, Math.ceil(T / TM), this.g.serialUnits);
+    this.g.recorder.dispatch('lora_shrink_backward', { SERIAL: 1, TM, ...tiling }, fields, bindings, [Math.ceil(K / (tiling.SERIAL_THREADS * tiling.UNITS)), Math.ceil(T / TM)]);
   }
 
   sumSquaresBySlot(x: Tensor, slotSize: number, first = 0, count = numel(x.shape) / slotSize - first): Tensor {
