@@ -114,9 +114,46 @@ fn serial(tile: u32, j: u32) {
   }
 }
 
-// x at column k of tile row r (rows past T: the last row), 0 past K.
-fn xAt(tile: u32, r: u32, k: u32) -> f32 {
-  return select(0.0, x[min(tile * TM + r, p.T - 1u) * p.K + min(k, p.K - 1u)], k < p.K);
+// x at column k of tile row r (rows past T: the last row); at an edge of K, 0 past it.
+fn xAt(tile: u32, r: u32, k: u32, edge: bool) -> f32 {
+  let row = min(tile * TM + r, p.T - 1u) * p.K;
+  if (edge) { return select(0.0, x[row + min(k, p.K - 1u)], k < p.K); }
+  return x[row + k];
+}
+
+// One round of lanes 4q .. 4q + 3 (f32: k .. k + 3) into every tile row's quad; `edge`: the round crosses K.
+fn roundF32(tile: u32, base: u32, k: u32, acc: ptr<function, array<vec4f, MAX_TM>>, edge: bool) {
+  var weight = vec4f();
+  for (var c = 0u; c < 4u; c++) {
+    if (edge) { weight[c] = select(0.0, bitcast<f32>(a[base + min(k + c, p.K - 1u)]), k + c < p.K); } else { weight[c] = bitcast<f32>(a[base + k + c]); }
+  }
+  for (var r = 0u; r < TM; r++) {
+    (*acc)[r] = fma(vec4f(xAt(tile, r, k, edge), xAt(tile, r, k + 1u, edge), xAt(tile, r, k + 2u, edge), xAt(tile, r, k + 3u, edge)), weight, (*acc)[r]);
+  }
+}
+
+// The same for f16 words word .. word + 3 (k = 2 · word ..), each low half first.
+fn roundF16(tile: u32, base: u32, word: u32, acc: ptr<function, array<vec4f, MAX_TM>>, edge: bool) {
+  let words = (p.K + 1u) / 2u;
+  var low = vec4f();
+  var high = vec4f();
+  for (var c = 0u; c < 4u; c++) {
+    if (edge) {
+      let pair = unpack2x16float(a[base + min(word + c, words - 1u)]);
+      low[c] = select(0.0, pair.x, word + c < words);
+      high[c] = select(0.0, pair.y, 2u * (word + c) + 1u < p.K);
+    } else {
+      let pair = unpack2x16float(a[base + word + c]);
+      low[c] = pair.x;
+      high[c] = pair.y;
+    }
+  }
+  let k = 2u * word;
+  for (var r = 0u; r < TM; r++) {
+    let x0 = vec4f(xAt(tile, r, k, edge), xAt(tile, r, k + 2u, edge), xAt(tile, r, k + 4u, edge), xAt(tile, r, k + 6u, edge));
+    let x1 = vec4f(xAt(tile, r, k + 1u, edge), xAt(tile, r, k + 3u, edge), xAt(tile, r, k + 5u, edge), xAt(tile, r, k + 7u, edge));
+    (*acc)[r] = fma(x1, high, fma(x0, low, (*acc)[r]));
+  }
 }
 
 // The 32 lanes' sums of every tile row against the A row starting at word `base`: lane l = 4q + c sums the same
@@ -127,30 +164,13 @@ fn tileSums(tile: u32, base: u32) -> array<f32, MAX_TM> {
   for (var q = 0u; q < 8u; q++) {
     var acc = array<vec4f, MAX_TM>(); // (an explicit zero: without one lavapipe kept the last quad's sums)
     if (WEIGHT_F16) {
-      let words = (p.K + 1u) / 2u;
-      for (var word = 4u * q; word < words; word += LANES) {
-        var low = vec4f();
-        var high = vec4f();
-        for (var c = 0u; c < 4u; c++) {
-          let pair = unpack2x16float(a[base + min(word + c, words - 1u)]);
-          low[c] = select(0.0, pair.x, word + c < words);
-          high[c] = select(0.0, pair.y, 2u * (word + c) + 1u < p.K);
-        }
-        for (var r = 0u; r < TM; r++) {
-          let k = 2u * word;
-          let x0 = vec4f(xAt(tile, r, k), xAt(tile, r, k + 2u), xAt(tile, r, k + 4u), xAt(tile, r, k + 6u));
-          let x1 = vec4f(xAt(tile, r, k + 1u), xAt(tile, r, k + 3u), xAt(tile, r, k + 5u), xAt(tile, r, k + 7u));
-          acc[r] = fma(x1, high, fma(x0, low, acc[r]));
-        }
-      }
+      var word = 4u * q;
+      for (; word + 4u <= p.K / 2u; word += LANES) { roundF16(tile, base, word, &acc, false); }
+      if (word < (p.K + 1u) / 2u) { roundF16(tile, base, word, &acc, true); }
     } else {
-      for (var k = 4u * q; k < p.K; k += LANES) {
-        var weight = vec4f();
-        for (var c = 0u; c < 4u; c++) { weight[c] = select(0.0, bitcast<f32>(a[base + min(k + c, p.K - 1u)]), k + c < p.K); }
-        for (var r = 0u; r < TM; r++) {
-          acc[r] = fma(vec4f(xAt(tile, r, k), xAt(tile, r, k + 1u), xAt(tile, r, k + 2u), xAt(tile, r, k + 3u)), weight, acc[r]);
-        }
-      }
+      var k = 4u * q;
+      for (; k + 4u <= p.K; k += LANES) { roundF32(tile, base, k, &acc, false); }
+      if (k < p.K) { roundF32(tile, base, k, &acc, true); }
     }
     for (var r = 0u; r < TM; r++) { lanes[r][q] = acc[r]; }
   }
