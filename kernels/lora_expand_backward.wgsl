@@ -90,9 +90,22 @@ fn serial(tile: u32, j: u32) {
   }
 }
 
-// dy at column n of tile row r (rows past T: the last row), 0 past N.
-fn dyAt(tile: u32, r: u32, n: u32) -> f32 {
-  return select(0.0, dy[min(tile * TM + r, p.T - 1u) * p.N + min(n, p.N - 1u)], n < p.N);
+// dy at column n of tile row r (rows past T: the last row); at an edge of N, 0 past it.
+fn dyAt(tile: u32, r: u32, n: u32, edge: bool) -> f32 {
+  let row = min(tile * TM + r, p.T - 1u) * p.N;
+  if (edge) { return select(0.0, dy[row + min(n, p.N - 1u)], n < p.N); }
+  return dy[row + n];
+}
+
+// One round of lanes 4q .. 4q + 3 (n .. n + 3) into every tile row's quad; `edge`: the round crosses N.
+fn addRound(tile: u32, base: u32, n: u32, acc: ptr<function, array<vec4f, MAX_TM>>, edge: bool) {
+  var weight = vec4f();
+  for (var c = 0u; c < 4u; c++) {
+    if (edge) { weight[c] = select(0.0, b[base + min(n + c, p.N - 1u) * p.rank], n + c < p.N); } else { weight[c] = b[base + (n + c) * p.rank]; }
+  }
+  for (var r = 0u; r < TM; r++) {
+    (*acc)[r] = fma(vec4f(dyAt(tile, r, n, edge), dyAt(tile, r, n + 1u, edge), dyAt(tile, r, n + 2u, edge), dyAt(tile, r, n + 3u, edge)), weight, (*acc)[r]);
+  }
 }
 
 // The 32 lanes' sums of every tile row against the B column starting at `base` (element n at base + n · rank):
@@ -102,13 +115,9 @@ fn tileSums(tile: u32, base: u32) -> array<f32, MAX_TM> {
   var lanes: array<array<vec4f, 8>, MAX_TM>;
   for (var q = 0u; q < 8u; q++) {
     var acc = array<vec4f, MAX_TM>(); // (an explicit zero: without one lavapipe kept the last quad's sums)
-    for (var n = 4u * q; n < p.N; n += LANES) {
-      var weight = vec4f();
-      for (var c = 0u; c < 4u; c++) { weight[c] = select(0.0, b[base + min(n + c, p.N - 1u) * p.rank], n + c < p.N); }
-      for (var r = 0u; r < TM; r++) {
-        acc[r] = fma(vec4f(dyAt(tile, r, n), dyAt(tile, r, n + 1u), dyAt(tile, r, n + 2u), dyAt(tile, r, n + 3u)), weight, acc[r]);
-      }
-    }
+    var n = 4u * q;
+    for (; n + 4u <= p.N; n += LANES) { addRound(tile, base, n, &acc, false); }
+    if (n < p.N) { addRound(tile, base, n, &acc, true); }
     for (var r = 0u; r < TM; r++) { lanes[r][q] = acc[r]; }
   }
   var sums: array<f32, MAX_TM>;

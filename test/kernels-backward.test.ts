@@ -137,11 +137,12 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
     }
   });
 
-  it("attention_backward_kv's two thread layouts make the same sums, bit for bit", async () => {
+  it("attention_backward_query's and attention_backward_kv's two thread layouts make the same sums, bit for bit", async () => {
     const [gpuLayout, cpuLayout] = await Promise.all([createWebGpuBackend({ layout: 'gpu' }), createWebGpuBackend({ layout: 'cpu' })]);
-    // sequences across the CPU layout's workgroups of 8 key tokens; head sizes past one 64-lane round, odd
+    // sequences across the CPU layout's workgroups of 8 key tokens, one past 64 positions (the softmax sum's lanes);
+    // head sizes past one 64-lane round, odd
     for (const [heads, kvHeads, hd] of [[4, 2, 16], [4, 1, 67], [2, 2, 130]] as const) {
-      const lengths = [5, 1, 20, 3, 9];
+      const lengths = [5, 1, 70, 3, 9];
       const positions = lengths.flatMap((L) => Array.from({ length: L }, (_, i) => i));
       const seqEnds = lengths.flatMap((L, s) => Array(L).fill(lengths.slice(0, s + 1).reduce((a, b) => a + b, 0)) as number[]);
       const T = positions.length;

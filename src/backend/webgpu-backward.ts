@@ -3,7 +3,7 @@
 
 import { assert, colsOf, describeShape, numel, rowsOf, type AdamWHyper, type Tensor } from './backend.js';
 import type { Binding, Params, Recorder } from './webgpu-recorder.js';
-import { MAX_LORA_TM, MAX_SERIAL_TM, SERIAL_THREADS, serialTiling } from './webgpu-serial.js';
+import { MAX_LORA_TM, MAX_SERIAL_TM, SERIAL_THREADS, serialThreadsFor, serialTiling } from './webgpu-serial.js';
 
 export interface GpuTensor extends Tensor {
   readonly buffer: GPUBuffer;
@@ -147,11 +147,14 @@ export class BackwardKernels {
     const [qs, ks, vs, gs] = [this.g.f32(q, 'attentionBackward: q'), this.g.f32(k, 'attentionBackward: k'), this.g.f32(v, 'attentionBackward: v'), this.g.f32(dOut, 'attentionBackward: dOut')];
     const [dq, stats] = [this.g.output(q.shape), this.g.output([T * heads, 3])];
     const queryBindings = [qs, ks, vs, gs, this.g.f32(out, 'attentionBackward: out'), this.g.i32(positions, T, 'attentionBackward: positions'), dq, stats];
-    this.g.recorder.dispatch('attention_backward_query', {}, fields, queryBindings, T * heads);
+    const serial = this.g.layout === 'cpu';
+    const threads = serialThreadsFor(T * heads); // the CPU layout: a thread per (token, head)
+    if (serial) this.g.recorder.dispatch('attention_backward_query', { SERIAL: 1, SERIAL_THREADS: threads }, fields, queryBindings, Math.ceil((T * heads) / threads));
+    else this.g.recorder.dispatch('attention_backward_query', {}, fields, queryBindings, T * heads);
     const [dk, dv] = [this.g.output(k.shape), this.g.output(v.shape)];
     const kvBindings = [qs, ks, vs, gs, stats, this.g.i32(seqEnds, T, 'attentionBackward: seqEnds'), dk, dv];
-    if (this.g.layout === 'gpu') this.g.recorder.dispatch('attention_backward_kv', {}, fields, kvBindings, T * kvHeads);
-    else this.g.recorder.dispatch('attention_backward_kv', { SERIAL: 1 }, fields, kvBindings, kvHeads * Math.ceil(T / 8)); // 8 key tokens a workgroup
+    if (serial) this.g.recorder.dispatch('attention_backward_kv', { SERIAL: 1 }, fields, kvBindings, kvHeads * Math.ceil(T / 8)); // 8 key tokens a workgroup
+    else this.g.recorder.dispatch('attention_backward_kv', {}, fields, kvBindings, T * kvHeads);
     this.g.free(stats);
     return [dq, dk, dv];
   }

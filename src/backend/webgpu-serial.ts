@@ -1,4 +1,5 @@
-// The CPU thread layout's tiling (kernels/linear.wgsl, matmul_backward.wgsl, attention.wgsl: `SERIAL`), for
+// The CPU thread layout's tiling (`SERIAL` in kernels/linear.wgsl, attention.wgsl and the training kernels:
+// matmul_backward, outer_product_sum, lora_shrink, lora_expand and their backwards, attention_backward_*), for
 // software adapters such as lavapipe, which run a workgroup's invocations 8 at a time as one SIMD vector and its
 // workgroups on the host's cores. A thread computes a register tile of `units` output columns × a tile of rows; the
 // choices here decide which thread computes an output, never how its sum is ordered.
