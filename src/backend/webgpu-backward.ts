@@ -171,7 +171,7 @@ export class BackwardKernels {
       return out;
     }
     // The CPU layout: a thread a rank column, over tiles of up to 8 rows that share each load of B.
-    const TM = Math.min(MAX_LORA_TM, 2 ** Math.ceil(Math.log2(T)));
+    const TM = Math.min(MAX_LORA_TM, 2 ** Math.ceil(Math.log2(Math.max(T, 1))));
     const threads = Math.min(SERIAL_THREADS, 8 * Math.ceil(rank / 8));
     this.g.recorder.dispatch('lora_expand_backward', { SERIAL: 1, TM, SERIAL_THREADS: threads }, fields, bindings, [Math.ceil(rank / threads), Math.ceil(T / TM)]);
     return out;

@@ -442,7 +442,7 @@ class WebGpuBackend implements Backend {
       return out;
     }
     // The CPU layout: a thread a rank column, over tiles of up to 8 rows that share each load of A.
-    const TM = Math.min(MAX_LORA_TM, 2 ** Math.ceil(Math.log2(T)));
+    const TM = Math.min(MAX_LORA_TM, 2 ** Math.ceil(Math.log2(Math.max(T, 1))));
     const threads = Math.min(SERIAL_THREADS, 8 * Math.ceil(rank / 8));
     this.recorder.dispatch('lora_shrink', { WEIGHT_F16, SERIAL: 1, TM, SERIAL_THREADS: threads }, fields, bindings, [Math.ceil(rank / threads), Math.ceil(T / TM)]);
     return out;
