@@ -79,6 +79,24 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
     expect(alone).toEqual(g[0]!.slice(2 * I * J, 3 * I * J));
   });
 
+  it("outer_product_sum's two thread layouts make the same sums, bit for bit, whatever a CPU-layout thread's units", async () => {
+    const [gpuLayout, ...cpuLayouts] = await Promise.all([{ layout: 'gpu' as const }, { layout: 'cpu' as const, serialUnits: 1 }, { layout: 'cpu' as const, serialUnits: 8 }].map((o) => createWebGpuBackend(o)));
+    // i or j the longer (the CPU layout's columns), over several tiles of rows and workgroups of columns; odd sizes
+    for (const [T, I, J] of [[41, 130, 16], [41, 16, 601], [13, 3, 5], [40, 67, 67]] as const) {
+      const [u, v] = [randoms(T * I, `u${I}`), randoms(T * J, `v${J}`)];
+      const order = Array.from({ length: T - 2 }, (_, i) => (i * 7) % T);
+      const offsets = [0, 3, 3, T - 10, T - 2]; // an empty segment too
+      const scales = Float32Array.of(1, 2, -0.5, 3);
+      for (const withScales of [true, false]) {
+        const run = (b: Backend) => b.readF32(b.outerProductSum(f(b, u, [T, I]), f(b, v, [T, J]), ids(b, order), ids(b, offsets), withScales ? f(b, scales, [4]) : undefined));
+        const reference = await run(gpuLayout!);
+        expectClose(reference, await run(cpu), 1e-5, `[${T}, ${I}, ${J}]`);
+        for (const b of cpuLayouts) expect(await run(b)).toEqual(reference);
+      }
+    }
+    [gpuLayout, ...cpuLayouts].forEach((b) => b!.destroy());
+  });
+
   it('rmsnorm_backward and rmsnorm_weight_grad match the cpu; a row is the same alone', async () => {
     const [T, D] = [9, 301];
     const [dy, x, w] = [randoms(T * D, 'dy'), randoms(T * D, 'x', 2), randoms(D, 'w')];
@@ -119,6 +137,27 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
     }
   });
 
+  it("attention_backward_query's and attention_backward_kv's two thread layouts make the same sums, bit for bit", async () => {
+    const [gpuLayout, cpuLayout] = await Promise.all([createWebGpuBackend({ layout: 'gpu' }), createWebGpuBackend({ layout: 'cpu' })]);
+    // sequences across the CPU layout's workgroups of 8 key tokens, one past 64 positions (the softmax sum's lanes);
+    // head sizes past one 64-lane round, odd
+    for (const [heads, kvHeads, hd] of [[4, 2, 16], [4, 1, 67], [2, 2, 130]] as const) {
+      const lengths = [5, 1, 70, 3, 9];
+      const positions = lengths.flatMap((L) => Array.from({ length: L }, (_, i) => i));
+      const seqEnds = lengths.flatMap((L, s) => Array(L).fill(lengths.slice(0, s + 1).reduce((a, b) => a + b, 0)) as number[]);
+      const T = positions.length;
+      const [q, k, v, dOut, out] = [randoms(T * heads * hd, 'q'), randoms(T * kvHeads * hd, 'k'), randoms(T * kvHeads * hd, 'v'), randoms(T * heads * hd, 'do'), randoms(T * heads * hd, 'o')];
+      const run = (b: Backend) => {
+        const [qt, kt, vt] = [f(b, q, [T, heads * hd]), f(b, k, [T, kvHeads * hd]), f(b, v, [T, kvHeads * hd])];
+        return Promise.all(b.attentionBackward(f(b, dOut, [T, heads * hd]), qt, kt, vt, f(b, out, [T, heads * hd]), ids(b, positions), ids(b, seqEnds), heads, kvHeads).map((t) => b.readF32(t)));
+      };
+      const [reference, reference2] = [await run(gpuLayout), await run(cpu)];
+      ['dq', 'dk', 'dv'].forEach((name, i) => expectClose(reference[i]!, reference2[i]!, 1e-5, `${name} ${heads}/${kvHeads}×${hd}`));
+      expect(await run(cpuLayout)).toEqual(reference);
+    }
+    [gpuLayout, cpuLayout].forEach((b) => b.destroy());
+  });
+
   it('lora_expand_backward and lora_shrink_backward match the cpu, rows without an adapter untouched', async () => {
     const [T, N, K, R, S] = [9, 67, 45, 5, 3];
     const [dy, b, a, dx0] = [randoms(T * N, 'dy'), randoms(S * N * R, 'b'), randoms(S * R * K, 'a'), randoms(T * K, 'dx')];
@@ -140,6 +179,27 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
       expect(Array.from(g[0]!.slice(t * R, (t + 1) * R))).toEqual(Array(R).fill(0));
       expect(g[1]!.slice(t * K, (t + 1) * K)).toEqual(dx0.slice(t * K, (t + 1) * K));
     }
+  });
+
+  it("lora_expand_backward's and lora_shrink_backward's two thread layouts make the same sums, bit for bit", async () => {
+    const [gpuLayout, ...cpuLayouts] = await Promise.all([{ layout: 'gpu' as const }, { layout: 'cpu' as const, serialUnits: 1 }, { layout: 'cpu' as const, serialUnits: 8 }].map((o) => createWebGpuBackend(o)));
+    // tiles of 8 rows of one adapter, of several, of none; N past several 32-lane rounds, odd; rank past 64 threads;
+    // K past a workgroup's columns
+    for (const [T, N, K, R] of [[37, 601, 133, 16], [20, 64, 700, 5], [1, 3, 1, 1], [11, 130, 9, 70]] as const) {
+      const S = 3;
+      const [dy, b, a, dx0] = [randoms(T * N, `dy${N}`), randoms(S * N * R, `b${N}`), randoms(S * R * K, `a${K}`), randoms(T * K, `dx${K}`)];
+      const adapters = Array.from({ length: T }, (_, t) => (t < 16 ? [2, 0][t >> 3]! : t % 7 === 0 ? -1 : [0, 1, 2, 7][t % 4]!));
+      const scales = Float32Array.of(0.5, 2, 1.5);
+      const run = (be: Backend) => {
+        const dh = be.loraExpandBackward(f(be, dy, [T, N]), f(be, b, [S * N, R]), ids(be, adapters), f(be, scales, [S]), R);
+        const dx = f(be, dx0, [T, K]);
+        be.loraShrinkBackwardInPlace(dx, dh, f(be, a, [S * R, K]), ids(be, adapters));
+        return Promise.all([dh, dx].map((t) => be.readF32(t)));
+      };
+      const reference = await run(gpuLayout!);
+      for (const be of cpuLayouts) expect(await run(be!)).toEqual(reference);
+    }
+    [gpuLayout, ...cpuLayouts].forEach((b) => b!.destroy());
   });
 
   it('sum_squares and adamw match the cpu over several steps, a slot with lr 0 untouched', async () => {

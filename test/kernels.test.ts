@@ -182,6 +182,29 @@ describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
     }
   });
 
+  it.each(STORAGES)("loraShrink's and loraExpandInPlace's two thread layouts make the same sums, bit for bit, with %s banks", async (storage) => {
+    const r = random(`lora layouts ${storage}`);
+    const cpuLayouts = await Promise.all([1, 8].map((serialUnits) => createWebGpuBackend({ layout: 'cpu', serialUnits })));
+    // tiles of 8 rows of one adapter, of several, of none; odd K past several 32-lane rounds; rank past 64 threads;
+    // N past a workgroup's columns
+    for (const [T, K, N, rank] of [[37, 601, 133, 16], [20, 64, 700, 5], [1, 3, 1, 1], [11, 130, 9, 70]] as const) {
+      const slots = 3;
+      const [x, a, bb, y0] = [r.floats(T * K), r.floats(slots * rank * K), r.floats(slots * N * rank), r.floats(T * N)];
+      const adapters = Int32Array.from({ length: T }, (_, t) => (t < 16 ? [2, 0][t >> 3]! : t % 7 === 0 ? -1 : r.pick([-1, 0, 1, 2])));
+      const scales = Float32Array.from([0.5, 2, -1]);
+      const run = async (be: Backend) => {
+        const ids = be.uploadI32(adapters, [T]);
+        const h = be.loraShrink(be.upload(x, [T, K]), be.uploadWeight(a, [slots * rank, K], storage), ids, rank);
+        const y = be.upload(y0, [T, N]);
+        be.loraExpandInPlace(y, h, be.uploadWeight(bb, [slots * N, rank], storage), ids, be.upload(scales, [slots]));
+        return [bits(await be.readF32(h)), bits(await be.readF32(y))];
+      };
+      const reference = await run(layouts!.gpu);
+      for (const be of [layouts!.cpu, ...cpuLayouts]) expect(await run(be)).toEqual(reference);
+    }
+    cpuLayouts.forEach((be) => be.destroy());
+  });
+
   describe('sample', () => {
     const [M, V] = [160, 517];
     const r = random('sample');

@@ -3,7 +3,7 @@
 
 import { assert, colsOf, describeShape, numel, rowsOf, type AdamWHyper, type Tensor } from './backend.js';
 import type { Binding, Params, Recorder } from './webgpu-recorder.js';
-import { MAX_SERIAL_TM, serialTiling } from './webgpu-serial.js';
+import { MAX_LORA_TM, MAX_SERIAL_TM, SERIAL_THREADS, serialThreadsFor, serialTiling } from './webgpu-serial.js';
 
 export interface GpuTensor extends Tensor {
   readonly buffer: GPUBuffer;
@@ -79,7 +79,18 @@ export class BackwardKernels {
       this.g.f32(u, 'outerProductSum: u'), this.g.f32(v, 'outerProductSum: v'), this.g.i32(order, numel(order.shape), 'outerProductSum: order'),
       this.g.i32(offsets, S + 1, 'outerProductSum: offsets'), scales ? this.g.f32(scales, 'outerProductSum: scales') : { buffer: this.g.dummy }, out,
     ];
-    this.g.recorder.dispatch('outer_product_sum', { HAS_SCALES: scales ? 1 : 0 }, fields, bindings, S * tilesI * tilesJ);
+    const HAS_SCALES = scales ? 1 : 0;
+    if (this.g.layout === 'gpu') {
+      this.g.recorder.dispatch('outer_product_sum', { HAS_SCALES }, fields, bindings, S * tilesI * tilesJ);
+      return out;
+    }
+    // The CPU layout: the longer of i and j across the threads (lane-by-lane loads), the shorter in the tiles' rows.
+    const SWAP = I > J ? 1 : 0;
+    const [columns, rows] = SWAP ? [I, J] : [J, I];
+    const TM = rows > 8 ? MAX_SERIAL_TM : rows > 4 ? 8 : 4;
+    const tiles = S * Math.ceil(rows / TM);
+    const tiling = serialTiling(columns, false, tiles, this.g.serialUnits);
+    this.g.recorder.dispatch('outer_product_sum', { HAS_SCALES, SERIAL: 1, SWAP, TM, ...tiling }, fields, bindings, tiles * Math.ceil(columns / (tiling.SERIAL_THREADS * tiling.UNITS)));
     return out;
   }
 
@@ -136,10 +147,14 @@ export class BackwardKernels {
     const [qs, ks, vs, gs] = [this.g.f32(q, 'attentionBackward: q'), this.g.f32(k, 'attentionBackward: k'), this.g.f32(v, 'attentionBackward: v'), this.g.f32(dOut, 'attentionBackward: dOut')];
     const [dq, stats] = [this.g.output(q.shape), this.g.output([T * heads, 3])];
     const queryBindings = [qs, ks, vs, gs, this.g.f32(out, 'attentionBackward: out'), this.g.i32(positions, T, 'attentionBackward: positions'), dq, stats];
-    this.g.recorder.dispatch('attention_backward_query', {}, fields, queryBindings, T * heads);
+    const serial = this.g.layout === 'cpu';
+    const threads = serialThreadsFor(T * heads); // the CPU layout: a thread per (token, head)
+    if (serial) this.g.recorder.dispatch('attention_backward_query', { SERIAL: 1, SERIAL_THREADS: threads }, fields, queryBindings, Math.ceil((T * heads) / threads));
+    else this.g.recorder.dispatch('attention_backward_query', {}, fields, queryBindings, T * heads);
     const [dk, dv] = [this.g.output(k.shape), this.g.output(v.shape)];
     const kvBindings = [qs, ks, vs, gs, stats, this.g.i32(seqEnds, T, 'attentionBackward: seqEnds'), dk, dv];
-    this.g.recorder.dispatch('attention_backward_kv', {}, fields, kvBindings, T * kvHeads);
+    if (serial) this.g.recorder.dispatch('attention_backward_kv', { SERIAL: 1 }, fields, kvBindings, kvHeads * Math.ceil(T / 8)); // 8 key tokens a workgroup
+    else this.g.recorder.dispatch('attention_backward_kv', {}, fields, kvBindings, T * kvHeads);
     this.g.free(stats);
     return [dq, dk, dv];
   }
@@ -151,7 +166,14 @@ export class BackwardKernels {
     const out = this.g.output([T, rank]);
     const fields = { T, N, rank, slots: Math.min(rowsOf(bank) / N, numel(scales.shape)) };
     const bindings = [this.g.f32(dy, 'loraExpandBackward: dy'), bank, this.g.i32(adapters, T, 'loraExpandBackward: adapters'), this.g.f32(scales, 'loraExpandBackward: scales'), out];
-    this.g.recorder.dispatch('lora_expand_backward', {}, fields, bindings, T);
+    if (this.g.layout === 'gpu') {
+      this.g.recorder.dispatch('lora_expand_backward', {}, fields, bindings, T);
+      return out;
+    }
+    // The CPU layout: a thread a rank column, over tiles of up to 8 rows that share each load of B.
+    const TM = Math.min(MAX_LORA_TM, 2 ** Math.ceil(Math.log2(Math.max(T, 1))));
+    const threads = Math.min(SERIAL_THREADS, 8 * Math.ceil(rank / 8));
+    this.g.recorder.dispatch('lora_expand_backward', { SERIAL: 1, TM, SERIAL_THREADS: threads }, fields, bindings, [Math.ceil(rank / threads), Math.ceil(T / TM)]);
     return out;
   }
 
@@ -162,7 +184,14 @@ export class BackwardKernels {
     assert(colsOf(bank) === K && rowsOf(bank) % rank === 0, `loraShrinkBackward: the A bank ${describeShape(a.shape)} is not [slots * ${rank}, ${K}]`);
     const fields = { T, K, rank, slots: rowsOf(bank) / rank };
     const bindings = [this.g.f32(dh, 'loraShrinkBackward: dh'), bank, this.g.i32(adapters, T, 'loraShrinkBackward: adapters'), this.g.f32(dx, 'loraShrinkBackward: dx')];
-    this.g.recorder.dispatch('lora_shrink_backward', {}, fields, bindings, Math.ceil((T * K) / 256));
+    if (this.g.layout === 'gpu') {
+      this.g.recorder.dispatch('lora_shrink_backward', {}, fields, bindings, Math.ceil((T * K) / 256));
+      return;
+    }
+    // The CPU layout: a register tile of columns × rows, the rows of one adapter sharing each load of A.
+    const TM = T > 4 ? MAX_LORA_TM : 4;
+    const tiling = serialTiling(K, false, Math.ceil(T / TM), this.g.serialUnits);
+    this.g.recorder.dispatch('lora_shrink_backward', { SERIAL: 1, TM, ...tiling }, fields, bindings, [Math.ceil(K / (tiling.SERIAL_THREADS * tiling.UNITS)), Math.ceil(T / TM)]);
   }
 
   sumSquaresBySlot(x: Tensor, slotSize: number, first = 0, count = numel(x.shape) / slotSize - first): Tensor {

@@ -1,4 +1,5 @@
-// The CPU thread layout's tiling (kernels/linear.wgsl, matmul_backward.wgsl, attention.wgsl: `SERIAL`), for
+// The CPU thread layout's tiling (`SERIAL` in kernels/linear.wgsl, attention.wgsl and the training kernels:
+// matmul_backward, outer_product_sum, lora_shrink, lora_expand and their backwards, attention_backward_*), for
 // software adapters such as lavapipe, which run a workgroup's invocations 8 at a time as one SIMD vector and its
 // workgroups on the host's cores. A thread computes a register tile of `units` output columns × a tile of rows; the
 // choices here decide which thread computes an output, never how its sum is ordered.
@@ -7,6 +8,7 @@ import { availableParallelism } from 'node:os';
 
 export const SERIAL_THREADS = 64; // threads a workgroup, at most
 export const MAX_SERIAL_TM = 16; // rows a tile when T > 8 (else 8; 1 for a lone row where a kernel has that variant)
+export const MAX_LORA_TM = 8; // rows a tile of lora_shrink.wgsl and lora_expand_backward.wgsl (their MAX_TM)
 const MAX_SERIAL_COLUMNS = 8; // the kernels' MAX_COLUMNS: a thread's columns
 const HOST_CORES = availableParallelism(); // lavapipe runs a thread per core
 

@@ -18,7 +18,7 @@ import { EvolutionKernels } from './webgpu-evolution.js';
 import { Recorder, type Binding, type KernelVariant } from './webgpu-recorder.js';
 import { isBlocked, RowBlockOps, uploadBlocked } from './webgpu-row-blocks.js';
 import { wordOffsets } from './kernel-params.js';
-import { MAX_SERIAL_TM, serialThreadsFor, serialTiling } from './webgpu-serial.js';
+import { MAX_LORA_TM, MAX_SERIAL_TM, SERIAL_THREADS, serialThreadsFor, serialTiling } from './webgpu-serial.js';
 
 const MAX_HEAD_DIM = 256; // attention.wgsl keeps the query in workgroup memory
 const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
@@ -436,7 +436,15 @@ class WebGpuBackend implements Backend {
     assert(colsOf(bank) === K && rowsOf(bank) % rank === 0, `loraShrink: the A bank ${describeShape(bank.shape)} is not [slots * ${rank}, ${K}]`);
     const out = this.output([T, rank]);
     const fields = { T, K, rank, slots: rowsOf(bank) / rank };
-    this.recorder.dispatch('lora_shrink', { WEIGHT_F16 }, fields, [this.f32(x, 'loraShrink: x'), bank, this.i32(adapters, T, 'loraShrink: adapters'), out], T);
+    const bindings = [this.f32(x, 'loraShrink: x'), bank, this.i32(adapters, T, 'loraShrink: adapters'), out];
+    if (this.layout === 'gpu') {
+      this.recorder.dispatch('lora_shrink', { WEIGHT_F16 }, fields, bindings, T);
+      return out;
+    }
+    // The CPU layout: a thread a rank column, over tiles of up to 8 rows that share each load of A.
+    const TM = Math.min(MAX_LORA_TM, 2 ** Math.ceil(Math.log2(Math.max(T, 1))));
+    const threads = Math.min(SERIAL_THREADS, 8 * Math.ceil(rank / 8));
+    this.recorder.dispatch('lora_shrink', { WEIGHT_F16, SERIAL: 1, TM, SERIAL_THREADS: threads }, fields, bindings, [Math.ceil(rank / threads), Math.ceil(T / TM)]);
     return out;
   }
 
@@ -447,7 +455,14 @@ class WebGpuBackend implements Backend {
     assert(Number.isInteger(rank) && colsOf(bank) === rank && rowsOf(bank) % N === 0, `loraExpand: the B bank ${describeShape(bank.shape)} is not [slots * ${N}, ${rank}]`);
     const fields = { T, N, rank, slots: Math.min(rowsOf(bank) / N, numel(scales.shape)) };
     const bindings = [this.f32(h, 'loraExpand: h'), bank, this.i32(adapters, T, 'loraExpand: adapters'), this.f32(scales, 'loraExpand: scales'), this.f32(y, 'loraExpand: y')];
-    this.recorder.dispatch('lora_expand', { WEIGHT_F16 }, fields, bindings, Math.ceil((T * N) / 256));
+    if (this.layout === 'gpu') {
+      this.recorder.dispatch('lora_expand', { WEIGHT_F16 }, fields, bindings, Math.ceil((T * N) / 256));
+      return;
+    }
+    // The CPU layout: a register tile of columns × rows, the rows of one adapter sharing each load of B.
+    const TM = T > 4 ? MAX_LORA_TM : 4;
+    const tiling = serialTiling(N, false, Math.ceil(T / TM), this.serialUnits);
+    this.recorder.dispatch('lora_expand', { WEIGHT_F16, SERIAL: 1, TM, ...tiling }, fields, bindings, [Math.ceil(N / (tiling.SERIAL_THREADS * tiling.UNITS)), Math.ceil(T / TM)]);
   }
 
   sample(logits: Tensor, rows: readonly SampleRow[], mask?: Tensor): Tensor {
