@@ -39,6 +39,20 @@ var<workgroup> query: array<f32, QUERY_WORDS>;
 
 #include "combine.wgsl"
 
+// Where (token, head) number `index` reads and writes: its context's length, K[slot, 0, g, 0] of its kv head g, a
+// cache row's width, its query's first value.
+struct Place { count: u32, head0: u32, width: u32, qBase: u32 }
+
+fn placeOf(index: u32) -> Place {
+  let t = index / p.heads;
+  let h = index % p.heads;
+  let width = p.kvHeads * p.headDim;
+  let g = h / (p.heads / p.kvHeads);
+  let slot = min(u32(max(slots[t], 0)), p.slots - 1u);
+  let count = min(u32(max(positions[t], 0)), p.maxLen - 1u) + 1u;
+  return Place(count, p.layerBase + slot * p.maxLen * width + g * p.headDim, width, (t * p.heads + h) * p.headDim);
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
   if (SERIAL) {
@@ -48,15 +62,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let index = wid.x + wid.y * groups.x;
   if (index >= p.T * p.heads) { return; }
   let lane = lid.x;
-  let t = index / p.heads;
-  let h = index % p.heads;
   let hd = p.headDim;
-  let width = p.kvHeads * hd;
-  let g = h / (p.heads / p.kvHeads);
-  let count = min(u32(max(positions[t], 0)), p.maxLen - 1u) + 1u;
-  let slot = min(u32(max(slots[t], 0)), p.slots - 1u);
-  let head0 = p.layerBase + slot * p.maxLen * width + g * hd; // K[slot, 0, g, 0]
-  let qBase = (t * p.heads + h) * hd;
+  let at = placeOf(index);
+  let count = at.count;
+  let head0 = at.head0;
+  let width = at.width;
+  let qBase = at.qBase;
 
   for (var d = lane; d < hd; d += THREADS) { query[d] = q[qBase + d]; }
   workgroupBarrier();
@@ -90,30 +101,23 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 // weights; the same dot products, so the same values), the output's sums in a private array.
 fn serial(index: u32) {
   if (index >= p.T * p.heads) { return; }
-  let t = index / p.heads;
-  let h = index % p.heads;
   let hd = p.headDim;
-  let width = p.kvHeads * hd;
-  let g = h / (p.heads / p.kvHeads);
-  let count = min(u32(max(positions[t], 0)), p.maxLen - 1u) + 1u;
-  let slot = min(u32(max(slots[t], 0)), p.slots - 1u);
-  let head0 = p.layerBase + slot * p.maxLen * width + g * hd; // K[slot, 0, g, 0]
-  let qBase = (t * p.heads + h) * hd;
+  let at = placeOf(index);
 
   var maxScore = bitcast<f32>(0xff7fffffu); // the lowest finite f32
-  for (var j = 0u; j < count; j++) {
+  for (var j = 0u; j < at.count; j++) {
     var dot = 0.0;
-    for (var d = 0u; d < hd; d++) { dot = fma(q[qBase + d], cacheK[head0 + j * width + d], dot); }
+    for (var d = 0u; d < hd; d++) { dot = fma(q[at.qBase + d], cacheK[at.head0 + j * at.width + d], dot); }
     maxScore = max(maxScore, dot * p.scale);
   }
   var total = 0.0;
   var acc: array<f32, MAX_HEAD_DIM>;
-  for (var j = 0u; j < count; j++) {
+  for (var j = 0u; j < at.count; j++) {
     var dot = 0.0;
-    for (var d = 0u; d < hd; d++) { dot = fma(q[qBase + d], cacheK[head0 + j * width + d], dot); }
+    for (var d = 0u; d < hd; d++) { dot = fma(q[at.qBase + d], cacheK[at.head0 + j * at.width + d], dot); }
     let e = exp(dot * p.scale - maxScore);
     total += e;
-    for (var d = 0u; d < hd; d++) { acc[d] = fma(e, cacheV[head0 + j * width + d], acc[d]); }
+    for (var d = 0u; d < hd; d++) { acc[d] = fma(e, cacheV[at.head0 + j * at.width + d], acc[d]); }
   }
-  for (var d = 0u; d < hd; d++) { out[qBase + d] = acc[d] / total; }
+  for (var d = 0u; d < hd; d++) { out[at.qBase + d] = acc[d] / total; }
 }
