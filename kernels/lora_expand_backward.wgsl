@@ -8,7 +8,7 @@
 //
 // Batch invariance: lane-strided sums over n in order, met by a fixed 32-lane tree: the order depends on N only.
 // SERIAL makes the same sums: a thread keeps the 32 lanes' sums as 8 quads (lanes 4q .. 4q + 3) and meets them in
-// the same tree (lora_shrink.wgsl's CPU layout), so both layouts give the same bits.
+// the same tree (include/adapter_passes.wgsl, as lora_shrink.wgsl's), so both layouts give the same bits.
 
 override SERIAL: bool = false;
 override TM: u32 = 8u; // SERIAL: rows a tile (<= MAX_TM)
@@ -61,33 +61,15 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 
 // ---- CPU layout ----
 
-// The adapter slot of tile row r (rows past T: the last row's), past every slot when it has none.
-fn slotOf(tile: u32, r: u32) -> u32 {
-  return u32(adapters[min(tile * TM + r, p.T - 1u)]);
+#include "adapter_passes.wgsl"
+
+// B's column j of adapter `slot`: element n at the base + n · rank.
+fn factorBase(slot: u32, j: u32) -> u32 {
+  return slot * p.N * p.rank + j;
 }
 
-// Rows of the tile (all in uniform control flow: a tile's slots are the same in every thread) are done a pass per
-// adapter: each pass sums every row against that adapter's B column and writes the rows that use it.
-fn serial(tile: u32, j: u32) {
-  var done = 0u; // a bit per tile row: written, or past T
-  for (var r = 0u; r < TM; r++) {
-    let t = tile * TM + r;
-    if (t >= p.T) { done |= 1u << r; } else if (slotOf(tile, r) >= p.slots) {
-      if (j < p.rank) { dh[t * p.rank + j] = 0.0; }
-      done |= 1u << r;
-    }
-  }
-  let all = (1u << TM) - 1u;
-  while (done != all) {
-    let slot = slotOf(tile, firstTrailingBit(~done));
-    let sums = tileSums(tile, slot * p.N * p.rank + min(j, p.rank - 1u));
-    for (var r = 0u; r < TM; r++) {
-      if ((done & (1u << r)) == 0u && slotOf(tile, r) == slot) {
-        if (j < p.rank) { dh[(tile * TM + r) * p.rank + j] = scales[slot] * sums[r]; }
-        done |= 1u << r;
-      }
-    }
-  }
+fn store(t: u32, j: u32, slot: u32, value: f32) {
+  if (slot == NO_ADAPTER) { dh[t * p.rank + j] = 0.0; } else { dh[t * p.rank + j] = scales[slot] * value; }
 }
 
 // dy at column n of tile row r (rows past T: the last row); at an edge of N, 0 past it.
@@ -123,13 +105,4 @@ fn tileSums(tile: u32, base: u32) -> array<f32, MAX_TM> {
   var sums: array<f32, MAX_TM>;
   for (var r = 0u; r < TM; r++) { sums[r] = laneTree(lanes[r]); }
   return sums;
-}
-
-// The GPU layout's 32-lane tree (strides 16, 8, 4, 2, 1) over lanes held as 8 quads.
-fn laneTree(l: array<vec4f, 8>) -> f32 {
-  let s16 = array<vec4f, 4>(l[0] + l[4], l[1] + l[5], l[2] + l[6], l[3] + l[7]);
-  let s8 = array<vec4f, 2>(s16[0] + s16[2], s16[1] + s16[3]);
-  let s4 = s8[0] + s8[1];
-  let s2 = s4.xy + s4.zw;
-  return s2.x + s2.y;
 }

@@ -85,33 +85,15 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 
 // ---- CPU layout ----
 
-// The adapter slot of tile row r (rows past T: the last row's), past every slot when it has none.
-fn slotOf(tile: u32, r: u32) -> u32 {
-  return u32(adapters[min(tile * TM + r, p.T - 1u)]);
+#include "adapter_passes.wgsl"
+
+// A's row j of adapter `slot`, its first word.
+fn factorBase(slot: u32, j: u32) -> u32 {
+  return (slot * p.rank + j) * select(p.K, (p.K + 1u) / 2u, WEIGHT_F16);
 }
 
-// Rows of the tile (all in uniform control flow: a tile's slots are the same in every thread) are done a pass per
-// adapter: each pass sums every row against that adapter's A row and writes the rows that use it.
-fn serial(tile: u32, j: u32) {
-  var done = 0u; // a bit per tile row: written, or past T
-  for (var r = 0u; r < TM; r++) {
-    let t = tile * TM + r;
-    if (t >= p.T) { done |= 1u << r; } else if (slotOf(tile, r) >= p.slots) {
-      if (j < p.rank) { h[t * p.rank + j] = 0.0; }
-      done |= 1u << r;
-    }
-  }
-  let all = (1u << TM) - 1u;
-  while (done != all) {
-    let slot = slotOf(tile, firstTrailingBit(~done));
-    let sums = tileSums(tile, (slot * p.rank + min(j, p.rank - 1u)) * select(p.K, (p.K + 1u) / 2u, WEIGHT_F16));
-    for (var r = 0u; r < TM; r++) {
-      if ((done & (1u << r)) == 0u && slotOf(tile, r) == slot) {
-        if (j < p.rank) { h[(tile * TM + r) * p.rank + j] = sums[r]; }
-        done |= 1u << r;
-      }
-    }
-  }
+fn store(t: u32, j: u32, slot: u32, value: f32) {
+  h[t * p.rank + j] = value;
 }
 
 // x at column k of tile row r (rows past T: the last row); at an edge of K, 0 past it.
@@ -177,13 +159,4 @@ fn tileSums(tile: u32, base: u32) -> array<f32, MAX_TM> {
   var sums: array<f32, MAX_TM>;
   for (var r = 0u; r < TM; r++) { sums[r] = laneTree(lanes[r]); }
   return sums;
-}
-
-// The GPU layout's 32-lane tree (strides 16, 8, 4, 2, 1) over lanes held as 8 quads.
-fn laneTree(l: array<vec4f, 8>) -> f32 {
-  let s16 = array<vec4f, 4>(l[0] + l[4], l[1] + l[5], l[2] + l[6], l[3] + l[7]);
-  let s8 = array<vec4f, 2>(s16[0] + s16[2], s16[1] + s16[3]);
-  let s4 = s8[0] + s8[1];
-  let s2 = s4.xy + s4.zw;
-  return s2.x + s2.y;
 }
