@@ -38,6 +38,7 @@ var<workgroup> query: array<f32, VECTOR_WORDS>;
 var<workgroup> gradient: array<f32, VECTOR_WORDS>; // dOut_t
 
 #include "combine.wgsl"
+#include "packed_place.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
@@ -48,14 +49,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let index = wid.x + wid.y * groups.x;
   if (index >= p.T * p.heads) { return; }
   let lane = lid.x;
-  let t = index / p.heads;
-  let h = index % p.heads;
   let hd = p.headDim;
-  let width = p.kvHeads * hd;
-  let g = h / (p.heads / p.kvHeads);
-  let count = min(u32(max(positions[t], 0)), min(t, MAX_CONTEXT - 1u)) + 1u;
-  let head0 = (t + 1u - count) * width + g * hd;
-  let qBase = (t * p.heads + h) * hd;
+  let at = placeOf(index);
+  let count = at.count;
+  let head0 = at.head0;
+  let width = at.width;
+  let qBase = at.qBase;
 
   var localDelta = 0.0;
   for (var d = lane; d < hd; d += THREADS) {
@@ -133,33 +132,27 @@ fn deltaOf(qBase: u32) -> f32 {
 
 fn serial(index: u32) {
   if (index >= p.T * p.heads) { return; }
-  let t = index / p.heads;
-  let h = index % p.heads;
   let hd = p.headDim;
-  let width = p.kvHeads * hd;
-  let g = h / (p.heads / p.kvHeads);
-  let count = min(u32(max(positions[t], 0)), min(t, MAX_CONTEXT - 1u)) + 1u;
-  let head0 = (t + 1u - count) * width + g * hd;
-  let qBase = (t * p.heads + h) * hd;
+  let at = placeOf(index);
 
-  let delta = deltaOf(qBase);
+  let delta = deltaOf(at.qBase);
   var maxScore = bitcast<f32>(0xff7fffffu);
-  for (var j = 0u; j < count; j++) { maxScore = max(maxScore, score(qBase, head0 + j * width)); }
+  for (var j = 0u; j < at.count; j++) { maxScore = max(maxScore, score(at.qBase, at.head0 + j * at.width)); }
   var lanes: array<f32, THREADS>; // lane l of the GPU layout sums j = l, l + 64, ...
-  for (var j = 0u; j < count; j++) { lanes[j % THREADS] += exp(score(qBase, head0 + j * width) - maxScore); }
+  for (var j = 0u; j < at.count; j++) { lanes[j % THREADS] += exp(score(at.qBase, at.head0 + j * at.width) - maxScore); }
   for (var stride = THREADS / 2u; stride > 0u; stride /= 2u) {
     for (var i = 0u; i < stride; i++) { lanes[i] += lanes[i + stride]; }
   }
   let total = lanes[0];
   var acc: array<f32, MAX_HEAD_DIM>;
-  for (var j = 0u; j < count; j++) {
-    let row = head0 + j * width;
+  for (var j = 0u; j < at.count; j++) {
+    let row = at.head0 + j * at.width;
     var dot = 0.0;
-    for (var d = 0u; d < hd; d++) { dot = fma(dOut[qBase + d], v[row + d], dot); }
-    let weight = (exp(score(qBase, row) - maxScore) / total) * (dot - delta);
+    for (var d = 0u; d < hd; d++) { dot = fma(dOut[at.qBase + d], v[row + d], dot); }
+    let weight = (exp(score(at.qBase, row) - maxScore) / total) * (dot - delta);
     for (var d = 0u; d < hd; d++) { acc[d] = fma(weight, k[row + d], acc[d]); }
   }
-  for (var d = 0u; d < hd; d++) { dq[qBase + d] = acc[d] * p.scale; }
+  for (var d = 0u; d < hd; d++) { dq[at.qBase + d] = acc[d] * p.scale; }
   stats[index * 3u] = maxScore;
   stats[index * 3u + 1u] = total;
   stats[index * 3u + 2u] = delta;

@@ -24,21 +24,19 @@ var<workgroup> scores: array<f32, MAX_CONTEXT>;
 var<workgroup> query: array<f32, MAX_HEAD_DIM>;
 
 #include "combine.wgsl"
+#include "packed_place.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
   let index = wid.x + wid.y * groups.x;
   if (index >= p.T * p.heads) { return; }
   let lane = lid.x;
-  let t = index / p.heads;
-  let h = index % p.heads;
   let hd = p.headDim;
-  let width = p.kvHeads * hd;
-  let g = h / (p.heads / p.kvHeads);
-  let count = min(u32(max(positions[t], 0)), min(t, MAX_CONTEXT - 1u)) + 1u;
-  let start = t + 1u - count;
-  let head0 = start * width + g * hd; // k[start, g, 0]
-  let qBase = (t * p.heads + h) * hd;
+  let at = placeOf(index);
+  let count = at.count;
+  let head0 = at.head0; // k[start, g, 0]
+  let width = at.width;
+  let qBase = at.qBase;
 
   for (var d = lane; d < hd; d += THREADS) { query[d] = q[qBase + d]; }
   workgroupBarrier();
