@@ -64,10 +64,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 
 // ---- CPU layout ----
 
-// The adapter slot of tile row r (rows past T: the last row's), past every slot when it has none.
-fn slotOf(tile: u32, r: u32) -> u32 {
-  return u32(adapters[min(tile * TM + r, p.T - 1u)]);
-}
+#include "adapter_tiles.wgsl"
 
 // h[t, j] of the tile's rows 4q .. 4q + 3 (rows past T: the last row).
 fn hQuad(tile: u32, q: u32, j: u32) -> vec4f {
@@ -76,56 +73,45 @@ fn hQuad(tile: u32, q: u32, j: u32) -> vec4f {
   return quad;
 }
 
-// The thread's columns (group · UNITS + c) · SERIAL_THREADS + thread; past N: the last column, not written. Rows of
-// the tile (in uniform control flow: a tile's slots are the same in every thread) are done a pass per adapter.
-fn serial(tile: u32, thread: u32, group: u32) {
-  var done = 0u; // a bit per tile row: written, without an adapter, or past T
-  for (var r = 0u; r < TM; r++) {
-    if (tile * TM + r >= p.T || slotOf(tile, r) >= p.slots) { done |= 1u << r; }
-  }
-  let all = (1u << TM) - 1u;
-  while (done != all) {
-    let s = slotOf(tile, firstTrailingBit(~done));
-    var base: array<u32, MAX_COLUMNS>;
-    for (var c = 0u; c < UNITS; c++) {
-      let n = min((group * UNITS + c) * SERIAL_THREADS + thread, p.N - 1u);
-      base[c] = (s * p.N + n) * select(p.rank, (p.rank + 1u) / 2u, WEIGHT_F16);
-    }
-    var acc = array<array<vec4f, MAX_QUADS>, MAX_COLUMNS>(); // zero each pass (explicitly: lavapipe kept a loop's var)
-    if (WEIGHT_F16) {
-      for (var j = 0u; j < p.rank; j += 2u) {
-        var low: array<vec4f, MAX_QUADS>;
-        var high: array<vec4f, MAX_QUADS>;
-        for (var q = 0u; q < QUADS; q++) {
-          low[q] = hQuad(tile, q, j);
-          high[q] = hQuad(tile, q, min(j + 1u, p.rank - 1u));
-        }
-        for (var c = 0u; c < UNITS; c++) {
-          let pair = unpack2x16float(b[base[c] + j / 2u]);
-          for (var q = 0u; q < QUADS; q++) {
-            acc[c][q] = fma(low[q], vec4f(pair.x), acc[c][q]);
-            if (j + 1u < p.rank) { acc[c][q] = fma(high[q], vec4f(pair.y), acc[c][q]); }
-          }
-        }
+fn columnCount() -> u32 {
+  return p.N;
+}
+
+fn addTo(t: u32, n: u32, s: u32, value: f32) {
+  let i = t * p.N + n;
+  y[i] = fma(scales[s], value, y[i]);
+}
+
+// Σ_j h[t, j] · B[s · N + n, j] of the thread's columns n over the tile's rows, j in order.
+fn adapterSums(tile: u32, s: u32, thread: u32, group: u32) -> array<array<vec4f, MAX_QUADS>, MAX_COLUMNS> {
+  var base: array<u32, MAX_COLUMNS>;
+  for (var c = 0u; c < UNITS; c++) { base[c] = (s * p.N + min(columnOf(group, thread, c), p.N - 1u)) * select(p.rank, (p.rank + 1u) / 2u, WEIGHT_F16); }
+  var acc = array<array<vec4f, MAX_QUADS>, MAX_COLUMNS>(); // zero each call (explicitly: lavapipe kept a loop's var)
+  if (WEIGHT_F16) {
+    for (var j = 0u; j < p.rank; j += 2u) {
+      var low: array<vec4f, MAX_QUADS>;
+      var high: array<vec4f, MAX_QUADS>;
+      for (var q = 0u; q < QUADS; q++) {
+        low[q] = hQuad(tile, q, j);
+        high[q] = hQuad(tile, q, min(j + 1u, p.rank - 1u));
       }
-    } else {
-      for (var j = 0u; j < p.rank; j++) {
-        var hs: array<vec4f, MAX_QUADS>;
-        for (var q = 0u; q < QUADS; q++) { hs[q] = hQuad(tile, q, j); }
-        for (var c = 0u; c < UNITS; c++) {
-          let weight = vec4f(bitcast<f32>(b[base[c] + j]));
-          for (var q = 0u; q < QUADS; q++) { acc[c][q] = fma(hs[q], weight, acc[c][q]); }
-        }
-      }
-    }
-    for (var r = 0u; r < TM; r++) {
-      if ((done & (1u << r)) != 0u || slotOf(tile, r) != s) { continue; }
-      done |= 1u << r;
       for (var c = 0u; c < UNITS; c++) {
-        let n = (group * UNITS + c) * SERIAL_THREADS + thread;
-        let i = (tile * TM + r) * p.N + n;
-        if (n < p.N) { y[i] = fma(scales[s], acc[c][r / 4u][r % 4u], y[i]); }
+        let pair = unpack2x16float(b[base[c] + j / 2u]);
+        for (var q = 0u; q < QUADS; q++) {
+          acc[c][q] = fma(low[q], vec4f(pair.x), acc[c][q]);
+          if (j + 1u < p.rank) { acc[c][q] = fma(high[q], vec4f(pair.y), acc[c][q]); }
+        }
+      }
+    }
+  } else {
+    for (var j = 0u; j < p.rank; j++) {
+      var hs: array<vec4f, MAX_QUADS>;
+      for (var q = 0u; q < QUADS; q++) { hs[q] = hQuad(tile, q, j); }
+      for (var c = 0u; c < UNITS; c++) {
+        let weight = vec4f(bitcast<f32>(b[base[c] + j]));
+        for (var q = 0u; q < QUADS; q++) { acc[c][q] = fma(hs[q], weight, acc[c][q]); }
       }
     }
   }
+  return acc;
 }

@@ -44,10 +44,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 
 // ---- CPU layout ----
 
-// The adapter slot of tile row r (rows past T: the last row's), past every slot when it has none.
-fn slotOf(tile: u32, r: u32) -> u32 {
-  return u32(adapters[min(tile * TM + r, p.T - 1u)]);
-}
+#include "adapter_tiles.wgsl"
 
 // dh[t, j] of the tile's rows 4q .. 4q + 3 (rows past T: the last row).
 fn dhQuad(tile: u32, q: u32, j: u32) -> vec4f {
@@ -56,36 +53,28 @@ fn dhQuad(tile: u32, q: u32, j: u32) -> vec4f {
   return quad;
 }
 
-// The thread's columns (group · UNITS + c) · SERIAL_THREADS + thread; past K: the last column, not written. Rows of
-// the tile (in uniform control flow: a tile's slots are the same in every thread) are done a pass per adapter.
-fn serial(tile: u32, thread: u32, group: u32) {
-  var done = 0u; // a bit per tile row: written, without an adapter, or past T
-  for (var r = 0u; r < TM; r++) {
-    if (tile * TM + r >= p.T || slotOf(tile, r) >= p.slots) { done |= 1u << r; }
-  }
-  let all = (1u << TM) - 1u;
-  while (done != all) {
-    let s = slotOf(tile, firstTrailingBit(~done));
-    var column: array<u32, MAX_COLUMNS>;
-    for (var c = 0u; c < UNITS; c++) { column[c] = min((group * UNITS + c) * SERIAL_THREADS + thread, p.K - 1u); }
-    var acc = array<array<vec4f, MAX_QUADS>, MAX_COLUMNS>(); // zero each pass (explicitly: lavapipe kept a loop's var)
-    for (var j = 0u; j < p.rank; j++) {
-      var hs: array<vec4f, MAX_QUADS>;
-      for (var q = 0u; q < QUADS; q++) { hs[q] = dhQuad(tile, q, j); }
-      let row = (s * p.rank + j) * p.K;
-      for (var c = 0u; c < UNITS; c++) {
-        let weight = vec4f(a[row + column[c]]);
-        for (var q = 0u; q < QUADS; q++) { acc[c][q] = fma(hs[q], weight, acc[c][q]); }
-      }
-    }
-    for (var r = 0u; r < TM; r++) {
-      if ((done & (1u << r)) != 0u || slotOf(tile, r) != s) { continue; }
-      done |= 1u << r;
-      for (var c = 0u; c < UNITS; c++) {
-        let k = (group * UNITS + c) * SERIAL_THREADS + thread;
-        let i = (tile * TM + r) * p.K + k;
-        if (k < p.K) { dx[i] = dx[i] + acc[c][r / 4u][r % 4u]; }
-      }
+fn columnCount() -> u32 {
+  return p.K;
+}
+
+fn addTo(t: u32, k: u32, s: u32, value: f32) {
+  let i = t * p.K + k;
+  dx[i] = dx[i] + value;
+}
+
+// Σ_j dh[t, j] · A[s · rank + j, k] of the thread's columns k over the tile's rows, j in order.
+fn adapterSums(tile: u32, s: u32, thread: u32, group: u32) -> array<array<vec4f, MAX_QUADS>, MAX_COLUMNS> {
+  var column: array<u32, MAX_COLUMNS>;
+  for (var c = 0u; c < UNITS; c++) { column[c] = min(columnOf(group, thread, c), p.K - 1u); }
+  var acc = array<array<vec4f, MAX_QUADS>, MAX_COLUMNS>(); // zero each call (explicitly: lavapipe kept a loop's var)
+  for (var j = 0u; j < p.rank; j++) {
+    var hs: array<vec4f, MAX_QUADS>;
+    for (var q = 0u; q < QUADS; q++) { hs[q] = dhQuad(tile, q, j); }
+    let row = (s * p.rank + j) * p.K;
+    for (var c = 0u; c < UNITS; c++) {
+      let weight = vec4f(a[row + column[c]]);
+      for (var q = 0u; q < QUADS; q++) { acc[c][q] = fma(hs[q], weight, acc[c][q]); }
     }
   }
+  return acc;
 }
