@@ -95,47 +95,41 @@ loopTests('the cpu backend', () => new CpuBackend());
 describe.skipIf(!gpu)('webgpu', () => loopTests('webgpu', () => gpu!));
 
 describe('the device decode loop', () => {
-  it('reads the tokens back once per run of stepsPerRead steps (and the host loop once per step)', async () => {
-    const cpu = new CpuBackend();
-    let reads = 0;
-    const counting = new Proxy(cpu, {
+  /** The model on a CPU backend that counts its token readbacks (readI32). */
+  const countingReads = () => {
+    const counter = { reads: 0 };
+    const counting = new Proxy(new CpuBackend(), {
       get(target, key) {
-        if (key === 'readI32') return (t: Parameters<Backend['readI32']>[0]) => (reads++, target.readI32(t));
+        if (key === 'readI32') return (t: Parameters<Backend['readI32']>[0]) => (counter.reads++, target.readI32(t));
         const value = Reflect.get(target, key) as unknown;
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
     });
-    const model = LlamaModel.upload(counting, qwen, weights, { maxContext: 64 });
-    const request: GenerationRequest = { requestId: 1, prompt: [5, 6, 7], adapter: -1, maxTokens: 10, seed: 3 };
+    return { model: LlamaModel.upload(counting, qwen, weights, { maxContext: 64 }), counter };
+  };
+  const request: GenerationRequest = { requestId: 1, prompt: [5, 6, 7], adapter: -1, maxTokens: 10, seed: 3 };
+
+  it('reads the tokens back once per run of stepsPerRead steps (and the host loop once per step)', async () => {
+    const { model, counter } = countingReads();
     for (const [options, expected] of [[{ loop: 'host' }, 10], [{ loop: 'device', stepsPerRead: 4 }, 3], [{ loop: 'device', stepsPerRead: 16 }, 1]] as const) {
-      reads = 0;
+      counter.reads = 0;
       await generate(model, [request], options);
-      expect(reads).toBe(expected);
+      expect(counter.reads).toBe(expected);
     }
     await expect(generate(model, [request], { stepsPerRead: 0 })).rejects.toThrow(/stepsPerRead must be a positive integer, got 0/);
   });
 
   it('where a request may stop early, starts runs at one step, doubles them while none stops and halves them when one does', async () => {
-    const cpu = new CpuBackend();
-    let reads = 0;
-    const counting = new Proxy(cpu, {
-      get(target, key) {
-        if (key === 'readI32') return (t: Parameters<Backend['readI32']>[0]) => (reads++, target.readI32(t));
-        const value = Reflect.get(target, key) as unknown;
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    });
-    const model = LlamaModel.upload(counting, qwen, weights, { maxContext: 64 });
-    const request: GenerationRequest = { requestId: 1, prompt: [5, 6, 7], adapter: -1, maxTokens: 10, seed: 3 };
+    const { model, counter } = countingReads();
     // A stop token that never comes: runs of 1, 2, 4, then the 3 tokens left.
-    reads = 0;
+    counter.reads = 0;
     const free = await generate(model, [{ ...request, stopTokens: [-1] }], { stepsPerRead: 4 });
-    expect([reads, free[0]!.finishReason]).toEqual([4, 'length']);
+    expect([counter.reads, free[0]!.finishReason]).toEqual([4, 'length']);
     // Request 2 stops at its 2nd token (in the second run): then runs of 1 (token 4), 2 (5-6), 4 (7-10).
-    reads = 0;
+    counter.reads = 0;
     let seen = 0;
     const stopped = await generate(model, [request, { ...request, requestId: 2 }], { stepsPerRead: 16, onToken: (r) => r.requestId === 2 && ++seen === 2 });
-    expect(reads).toBe(5);
+    expect(counter.reads).toBe(5);
     expect(stopped.map((r) => [r.tokens.length, r.finishReason])).toEqual([[10, 'length'], [2, 'stop']]);
   });
 });
