@@ -14,7 +14,8 @@
 //
 // Batch invariance: each score is one dot product over d = 0..hd-1 in order; the max and the softmax sum are
 // per-thread position-strided sums (j = l, l+64, ...) met by a fixed tree (SERIAL: one sum over j in order); each
-// output value is summed by one thread over j = 0..pos in order. Every order depends on hd and pos only.
+// output value is summed by one thread over j = 0..pos in order. Every order depends on hd and pos only. (The
+// layouts are in include/attention_heads.wgsl, shared with attention_packed.wgsl.)
 
 override SERIAL: bool = false;
 override SERIAL_THREADS: u32 = 64u; // SERIAL: threads a workgroup (8 to 64)
@@ -38,6 +39,7 @@ var<workgroup> scores: array<f32, SCORE_WORDS>;
 var<workgroup> query: array<f32, QUERY_WORDS>;
 
 #include "combine.wgsl"
+#include "attention_heads.wgsl"
 
 // Where (token, head) number `index` reads and writes: its context's length, K[slot, 0, g, 0] of its kv head g, a
 // cache row's width, its query's first value.
@@ -53,71 +55,19 @@ fn placeOf(index: u32) -> Place {
   return Place(count, p.layerBase + slot * p.maxLen * width + g * p.headDim, width, (t * p.heads + h) * p.headDim);
 }
 
+fn keyAt(i: u32) -> f32 {
+  return cacheK[i];
+}
+
+fn valueAt(i: u32) -> f32 {
+  return cacheV[i];
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
   if (SERIAL) {
     serial((wid.x + wid.y * groups.x) * SERIAL_THREADS + lid.x);
-    return;
+  } else {
+    lanes(wid.x + wid.y * groups.x, lid.x);
   }
-  let index = wid.x + wid.y * groups.x;
-  if (index >= p.T * p.heads) { return; }
-  let lane = lid.x;
-  let hd = p.headDim;
-  let at = placeOf(index);
-  let count = at.count;
-  let head0 = at.head0;
-  let width = at.width;
-  let qBase = at.qBase;
-
-  for (var d = lane; d < hd; d += THREADS) { query[d] = q[qBase + d]; }
-  workgroupBarrier();
-
-  var localMax = bitcast<f32>(0xff7fffffu); // the lowest finite f32
-  for (var j = lane; j < count; j += THREADS) {
-    let kBase = head0 + j * width;
-    var dot = 0.0;
-    for (var d = 0u; d < hd; d++) { dot = fma(query[d], cacheK[kBase + d], dot); }
-    scores[j] = dot * p.scale;
-    localMax = max(localMax, scores[j]);
-  }
-  let maxScore = combine(localMax, lane, true);
-
-  var localSum = 0.0;
-  for (var j = lane; j < count; j += THREADS) {
-    let e = exp(scores[j] - maxScore);
-    scores[j] = e;
-    localSum += e;
-  }
-  let total = combine(localSum, lane, false); // ends with a barrier: every score is visible below
-
-  for (var d = lane; d < hd; d += THREADS) {
-    var acc = 0.0;
-    for (var j = 0u; j < count; j++) { acc = fma(scores[j], cacheV[head0 + j * width + d], acc); }
-    out[qBase + d] = acc / total;
-  }
-}
-
-// CPU layout: thread `index` attends for one (token, head) alone: the scores twice (for their max, then for the
-// weights; the same dot products, so the same values), the output's sums in a private array.
-fn serial(index: u32) {
-  if (index >= p.T * p.heads) { return; }
-  let hd = p.headDim;
-  let at = placeOf(index);
-
-  var maxScore = bitcast<f32>(0xff7fffffu); // the lowest finite f32
-  for (var j = 0u; j < at.count; j++) {
-    var dot = 0.0;
-    for (var d = 0u; d < hd; d++) { dot = fma(q[at.qBase + d], cacheK[at.head0 + j * at.width + d], dot); }
-    maxScore = max(maxScore, dot * p.scale);
-  }
-  var total = 0.0;
-  var acc: array<f32, MAX_HEAD_DIM>;
-  for (var j = 0u; j < at.count; j++) {
-    var dot = 0.0;
-    for (var d = 0u; d < hd; d++) { dot = fma(q[at.qBase + d], cacheK[at.head0 + j * at.width + d], dot); }
-    let e = exp(dot * p.scale - maxScore);
-    total += e;
-    for (var d = 0u; d < hd; d++) { acc[d] = fma(e, cacheV[at.head0 + j * at.width + d], acc[d]); }
-  }
-  for (var d = 0u; d < hd; d++) { out[at.qBase + d] = acc[d] / total; }
 }

@@ -5,12 +5,16 @@
 //                      (the gradient of L = -Σ_t (lw[t]·log p_t(y_t) + ew[t]·H_t))
 // Bindings: p: Params; logits: [T, V] f32; targets: [T] i32 (clamped into the vocabulary);
 //           logpWeight, entropyWeight: [T] f32 (read only when BACKWARD); out: see above
-// Dispatch: T workgroups of 256 threads (folded into (x, y) past 65535), one row each.
+// Dispatch: T workgroups of 256 threads (folded into (x, y) past 65535), one row each;
+//           SERIAL (the CPU layout, for software adapters): ceil(T / SERIAL_THREADS) workgroups, a thread a row.
 //
 // Batch invariance: every row statistic is a lane-strided sum (v = l, l+256, ...) met by a fixed tree; the order
-// depends on V only.
+// depends on V only. SERIAL sums over every v in ascending order (the max is the same in any order).
 
 override BACKWARD: bool = false;
+override SERIAL: bool = false;
+override SERIAL_THREADS: u32 = 64u;
+override WG: u32 = select(THREADS, SERIAL_THREADS, SERIAL);
 const THREADS: u32 = 256u;
 
 struct Params { T: u32, V: u32 }
@@ -23,8 +27,13 @@ struct Params { T: u32, V: u32 }
 
 #include "combine.wgsl"
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
+  if (SERIAL) {
+    let t = (wid.x + wid.y * groups.x) * SERIAL_THREADS + lid.x;
+    if (t < p.T) { serialRow(t); }
+    return;
+  }
   let t = wid.x + wid.y * groups.x;
   if (t >= p.T) { return; }
   let lane = lid.x;
@@ -42,11 +51,32 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   let total = combine(s, lane, false);
   let weighted = combine(w, lane, false);
-  let logZ = m + log(total);
-  let entropy = logZ - weighted / total;
+  writeRow(t, lane, THREADS, m + log(total), weighted / total);
+}
+
+// SERIAL: row t, its statistics over every v in ascending order.
+fn serialRow(t: u32) {
+  let base = t * p.V;
+  var m = bitcast<f32>(0xff7fffffu);
+  for (var v = 0u; v < p.V; v++) { m = max(m, logits[base + v]); }
+  var s = 0.0;
+  var w = 0.0;
+  for (var v = 0u; v < p.V; v++) {
+    let z = logits[base + v];
+    let e = exp(z - m);
+    s += e;
+    w = fma(e, z, w);
+  }
+  writeRow(t, 0u, 1u, m + log(s), w / s);
+}
+
+// Row t's outputs from log Z and W / S, values v = first, first + stride, ... (the statistics: by first = 0).
+fn writeRow(t: u32, first: u32, stride: u32, logZ: f32, meanLogit: f32) {
+  let base = t * p.V;
+  let entropy = logZ - meanLogit;
   let y = min(u32(max(targets[t], 0)), p.V - 1u);
   if (!BACKWARD) {
-    if (lane == 0u) {
+    if (first == 0u) {
       out[t * 2u] = logits[base + y] - logZ;
       out[t * 2u + 1u] = entropy;
     }
@@ -54,7 +84,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   let lw = logpWeight[t];
   let ew = entropyWeight[t];
-  for (var v = lane; v < p.V; v += THREADS) {
+  for (var v = first; v < p.V; v += stride) {
     let logp = logits[base + v] - logZ;
     let prob = exp(logp);
     let onehot = select(0.0, 1.0, v == y);

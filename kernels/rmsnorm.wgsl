@@ -1,10 +1,16 @@
 // RMSNorm: out[t, d] = x[t, d] · inverseSqrt(mean_d(x[t, d]²) + eps) · weight[d]
 // Bindings: p: Params; x: [T, D] f32; weight: [D] f32; out: [T, D] f32
-// Dispatch: T workgroups of 256 threads (folded into (x, y) past 65535), one row each.
+// Dispatch: T workgroups of 256 threads (folded into (x, y) past 65535), one row each;
+//           SERIAL (the CPU layout, for software adapters): ceil(T / SERIAL_THREADS) workgroups, a thread a row.
 //
 // Batch invariance: thread l sums x² over d = l, l+256, ... in order, then a fixed tree over the 256 threads:
-// the order depends on D only.
+// the order depends on D only. SERIAL sums every d in ascending order, as linear.wgsl's CPU layout normalises its
+// input (inverseRmsOf, xHat): on software adapters the trainer's RMSNorm is the inference forward's, bit for bit.
 
+override SERIAL: bool = false;
+override SERIAL_THREADS: u32 = 64u;
+override WG: u32 = select(THREADS, SERIAL_THREADS, SERIAL);
+override PARTIAL_WORDS: u32 = select(THREADS, 1u, SERIAL);
 const THREADS: u32 = 256u;
 
 struct Params { T: u32, D: u32, eps: f32 }
@@ -13,10 +19,15 @@ struct Params { T: u32, D: u32, eps: f32 }
 @group(0) @binding(2) var<storage, read> weight: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-var<workgroup> partial: array<f32, THREADS>;
+var<workgroup> partial: array<f32, PARTIAL_WORDS>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
+  if (SERIAL) {
+    let t = (wid.x + wid.y * groups.x) * SERIAL_THREADS + lid.x;
+    if (t < p.T) { serialRow(t * p.D); }
+    return;
+  }
   let t = wid.x + wid.y * groups.x;
   if (t >= p.T) { return; }
   let lane = lid.x;
@@ -31,4 +42,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   let inverseRms = inverseSqrt(partial[0] / f32(p.D) + p.eps);
   for (var d = lane; d < p.D; d += THREADS) { out[base + d] = x[base + d] * inverseRms * weight[d]; }
+}
+
+// SERIAL: the row starting at `base`, its squares summed in ascending order.
+fn serialRow(base: u32) {
+  var sum = 0.0;
+  for (var d = 0u; d < p.D; d++) { sum = fma(x[base + d], x[base + d], sum); }
+  let inverseRms = inverseSqrt(sum / f32(p.D) + p.eps);
+  for (var d = 0u; d < p.D; d++) { out[base + d] = x[base + d] * inverseRms * weight[d]; }
 }

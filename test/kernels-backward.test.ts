@@ -19,27 +19,33 @@ function expectClose(actual: Float32Array, expected: Float32Array, tol = 1e-4, w
   expect(maxAbsDiff(actual, expected), what).toBeLessThanOrEqual(tol * (1 + maxAbs(expected)));
 }
 
-/** Runs `op` on both backends with the same host inputs, returning both results as arrays. */
-async function both(op: (b: Backend) => Tensor | Tensor[]): Promise<[Float32Array[], Float32Array[]]> {
+/** Runs `op` on WebGPU (`webgpu`, else the shared backend) and the CPU with the same host inputs, both results as arrays. */
+async function both(op: (b: Backend) => Tensor | Tensor[], webgpu = gpu!): Promise<[Float32Array[], Float32Array[]]> {
   const read = async (b: Backend) => Promise.all([op(b)].flat().map((t) => b.readF32(t)));
-  return [await read(gpu!), await read(cpu)];
+  return [await read(webgpu), await read(cpu)];
 }
 
 const f = (b: Backend, data: Float32Array, shape: number[]) => b.upload(data, shape);
 const ids = (b: Backend, values: readonly number[]) => b.uploadI32(Int32Array.from(values), [values.length]);
 
 describe.skipIf(!gpu)('backward kernels on webgpu', () => {
-  it('log_softmax: log-probs, entropies and their gradient match the cpu; a row is the same alone', async () => {
-    for (const [T, V] of [[1, 50], [7, 301], [5, 1000]] as const) {
+  // The row kernels (log_softmax, rmsnorm_backward) in both thread layouts: a workgroup and a tree a row (GPU), a
+  // thread a row (CPU, lavapipe's default).
+  it.each(['gpu', 'cpu'] as const)('log_softmax, %s layout: log-probs, entropies and their gradient match the cpu; a row is the same alone', async (layout) => {
+    const b = await createWebGpuBackend({ layout });
+    for (const [T, V] of [[1, 50], [7, 301], [5, 1000], [70, 64]] as const) {
       const logits = randoms(T * V, `z${V}`, 4);
       const targets = Array.from({ length: T }, (_, t) => (t * 37) % V);
       const [lw, ew] = [randoms(T, 'lw'), randoms(T, 'ew')];
-      const [g, c] = await both((b) => [b.logProbs(f(b, logits, [T, V]), ids(b, targets)), b.logitsBackward(f(b, logits, [T, V]), ids(b, targets), f(b, lw, [T]), f(b, ew, [T]))]);
+      const [g, c] = await both((be) => [be.logProbs(f(be, logits, [T, V]), ids(be, targets)), be.logitsBackward(f(be, logits, [T, V]), ids(be, targets), f(be, lw, [T]), f(be, ew, [T]))], b);
       expectClose(g[0]!, c[0]!, 1e-5, 'logProbs');
       expectClose(g[1]!, c[1]!, 1e-5, 'logitsBackward');
-      const alone = await gpu!.readF32(gpu!.logitsBackward(f(gpu!, logits.slice(-V), [1, V]), ids(gpu!, targets.slice(-1)), f(gpu!, lw.slice(-1), [1]), f(gpu!, ew.slice(-1), [1])));
+      const alone = await b.readF32(b.logitsBackward(f(b, logits.slice(-V), [1, V]), ids(b, targets.slice(-1)), f(b, lw.slice(-1), [1]), f(b, ew.slice(-1), [1])));
       expect(alone).toEqual(g[1]!.slice(-V));
+      const aloneLogProbs = await b.readF32(b.logProbs(f(b, logits.slice(-V), [1, V]), ids(b, targets.slice(-1))));
+      expect(aloneLogProbs).toEqual(g[0]!.slice(-2));
     }
+    b.destroy();
   });
 
   it('matmul_backward: dy·W for f32 and f16 weights matches the cpu; a row is the same alone', async () => {
@@ -97,14 +103,17 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
     [gpuLayout, ...cpuLayouts].forEach((b) => b!.destroy());
   });
 
-  it('rmsnorm_backward and rmsnorm_weight_grad match the cpu; a row is the same alone', async () => {
-    const [T, D] = [9, 301];
-    const [dy, x, w] = [randoms(T * D, 'dy'), randoms(T * D, 'x', 2), randoms(D, 'w')];
-    const [g, c] = await both((b) => [b.rmsNormBackward(f(b, dy, [T, D]), f(b, x, [T, D]), f(b, w, [D]), 1e-6), b.rmsNormWeightGrad(f(b, dy, [T, D]), f(b, x, [T, D]), 1e-6)]);
-    expectClose(g[0]!, c[0]!, 1e-5, 'dx');
-    expectClose(g[1]!, c[1]!, 1e-5, 'dweight');
-    const alone = await gpu!.readF32(gpu!.rmsNormBackward(f(gpu!, dy.slice(-D), [1, D]), f(gpu!, x.slice(-D), [1, D]), f(gpu!, w, [D]), 1e-6));
-    expect(alone).toEqual(g[0]!.slice(-D));
+  it.each(['gpu', 'cpu'] as const)('rmsnorm_backward and rmsnorm_weight_grad, %s layout, match the cpu; a row is the same alone', async (layout) => {
+    const b = await createWebGpuBackend({ layout });
+    for (const [T, D] of [[9, 301], [70, 64]] as const) {
+      const [dy, x, w] = [randoms(T * D, 'dy'), randoms(T * D, 'x', 2), randoms(D, 'w')];
+      const [g, c] = await both((be) => [be.rmsNormBackward(f(be, dy, [T, D]), f(be, x, [T, D]), f(be, w, [D]), 1e-6), be.rmsNormWeightGrad(f(be, dy, [T, D]), f(be, x, [T, D]), 1e-6)], b);
+      expectClose(g[0]!, c[0]!, 1e-5, 'dx');
+      expectClose(g[1]!, c[1]!, 1e-5, 'dweight');
+      const alone = await b.readF32(b.rmsNormBackward(f(b, dy.slice(-D), [1, D]), f(b, x.slice(-D), [1, D]), f(b, w, [D]), 1e-6));
+      expect(alone).toEqual(g[0]!.slice(-D));
+    }
+    b.destroy();
   });
 
   it('swiglu_backward matches the cpu', async () => {
@@ -112,6 +121,22 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
     const [g, c] = await both((b) => b.swigluBackward(f(b, dy, [7, 111]), f(b, gate, [7, 111]), f(b, up, [7, 111])));
     expectClose(g[0]!, c[0]!, 1e-5, 'dGate');
     expectClose(g[1]!, c[1]!, 1e-5, 'dUp');
+  });
+
+  it.each(['gpu', 'cpu'] as const)("%s layout: the training forward's attention over packed sequences is the inference's over the KV cache, bit for bit", async (layout) => {
+    const b = await createWebGpuBackend({ layout });
+    const [heads, kvHeads, hd] = [4, 2, 16];
+    const lengths = [5, 1, 70, 3];
+    const positions = lengths.flatMap((L) => Array.from({ length: L }, (_, i) => i));
+    const slots = lengths.flatMap((L, s) => Array(L).fill(s) as number[]);
+    const T = positions.length;
+    const [q, k, v] = [f(b, randoms(T * heads * hd, 'q'), [T, heads * hd]), f(b, randoms(T * kvHeads * hd, 'k'), [T, kvHeads * hd]), f(b, randoms(T * kvHeads * hd, 'v'), [T, kvHeads * hd])];
+    const cache = b.createKvCache({ layers: 2, slots: lengths.length, maxLen: 80, kvHeads, headDim: hd });
+    b.kvWrite(cache, 1, k, v, ids(b, slots), ids(b, positions));
+    const inference = await b.readF32(b.attention(q, cache, 1, ids(b, slots), ids(b, positions), heads));
+    const training = await b.readF32(b.attentionPacked(q, k, v, ids(b, positions), heads, kvHeads));
+    expect(new Uint32Array(training.buffer)).toEqual(new Uint32Array(inference.buffer));
+    b.destroy();
   });
 
   it('attention forward and backward over packed sequences match the cpu; a sequence is the same alone', async () => {

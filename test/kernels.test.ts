@@ -7,7 +7,7 @@
 // f16-rounded values (checked bit for bit below), so only the summation differs.
 import seedrandom from 'seedrandom';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MAX_CONTEXT, type Backend, type KvCache, type SampleRow, type Tensor, type WeightStorage } from '../src/backend/backend.js';
+import { MAX_CONTEXT, single, uploadStepRows, type Backend, type KvCache, type SampleRow, type Tensor, type WeightStorage } from '../src/backend/backend.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { roundToF16 } from '../src/backend/half.js';
 import { createWebGpuBackend } from '../src/backend/webgpu.js';
@@ -261,12 +261,27 @@ describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
       expect(bits(pair)).toEqual(bits(batch.slice(5 * N, 7 * N))); // rows landing in another tile position
     });
 
-    it('rmsNorm', async () => {
+    it.each(['gpu', 'cpu'] as const)('rmsNorm, %s layout: close to the CPU reference, a row alone the same bits', async (layout) => {
+      const be = layouts![layout];
       const r = random('invariance rmsnorm');
       const D = 301;
-      const [x, w] = [r.floats(T * D, 3), b.upload(r.floats(D), [D])];
-      const batch = await b.readF32(b.rmsNorm(b.upload(x, [T, D]), w, 1e-6));
-      for (let t = 0; t < T; t += 9) expect(bits(await b.readF32(b.rmsNorm(b.upload(rowOf(x, D, t), [1, D]), w, 1e-6)))).toEqual(bits(rowOf(batch, D, t)));
+      const [x, weights] = [r.floats(T * D, 3), r.floats(D)];
+      const w = be.upload(weights, [D]);
+      const batch = await be.readF32(be.rmsNorm(be.upload(x, [T, D]), w, 1e-6));
+      expectClose(batch, await cpu.readF32(cpu.rmsNorm(cpu.upload(x, [T, D]), cpu.upload(weights, [D]), 1e-6)));
+      for (let t = 0; t < T; t += 9) expect(bits(await be.readF32(be.rmsNorm(be.upload(rowOf(x, D, t), [1, D]), w, 1e-6)))).toEqual(bits(rowOf(batch, D, t)));
+    });
+
+    // The trainer runs rmsNorm then matmul where inference runs the fused linear's norm and product in one; on the
+    // CPU layout they make the same sums (linear.wgsl's inverseRmsOf and xHat, rmsnorm.wgsl's SERIAL row).
+    it.each(STORAGES)('cpu layout: rmsNorm then matmul, with %s weights, is the fused linear with its norm, bit for bit', async (storage) => {
+      const be = layouts!.cpu;
+      const r = random(`norm then matmul ${storage}`);
+      const [K, N] = [131, 37];
+      const [x, w, g] = [be.upload(r.floats(T * K, 3), [T, K]), be.uploadWeight(r.floats(N * K), [N, K], storage), be.upload(r.floats(K), [K])];
+      const rows = uploadStepRows(be, { tokens: new Int32Array(T), slots: new Int32Array(T), positions: new Int32Array(T), adapters: new Int32Array(T).fill(-1), logitRows: Int32Array.from({ length: T }, (_, t) => t) });
+      const unfused = await be.readF32(be.matmul(be.rmsNorm(x, g, 1e-6), w));
+      expect(bits(await be.readF32(be.linear({ x, w: single(w), norm: { weight: g, eps: 1e-6 } }, rows)))).toEqual(bits(unfused));
     });
 
     it.each(['gpu', 'cpu'] as const)('attention over mixed slots and positions, %s layout', async (layout) => {

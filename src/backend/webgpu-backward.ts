@@ -3,7 +3,7 @@
 
 import { assert, colsOf, describeShape, numel, rowsOf, type AdamWHyper, type Tensor } from './backend.js';
 import type { Binding, Params, Recorder } from './webgpu-recorder.js';
-import { MAX_LORA_TM, MAX_SERIAL_TM, SERIAL_THREADS, serialThreadsFor, serialTiling } from './webgpu-serial.js';
+import { MAX_LORA_TM, MAX_SERIAL_TM, rowKernelLayout, SERIAL_THREADS, serialThreadsFor, serialTiling } from './webgpu-serial.js';
 
 export interface GpuTensor extends Tensor {
   readonly buffer: GPUBuffer;
@@ -35,7 +35,8 @@ export class BackwardKernels {
     const weights: Binding[] = backward ? [this.g.f32(logpWeight!, 'logitsBackward: logpWeight'), this.g.f32(entropyWeight!, 'logitsBackward: entropyWeight')] : [{ buffer: this.g.dummy }, { buffer: this.g.dummy }];
     if (backward) assert(numel(logpWeight!.shape) === T && numel(entropyWeight!.shape) === T, `logitsBackward: weights must have ${T} entries`);
     const bindings = [this.g.f32(logits, 'logProbs: logits'), this.g.i32(targets, T, 'logProbs: targets'), ...weights, out];
-    this.g.recorder.dispatch('log_softmax', { BACKWARD: backward ? 1 : 0 }, { T, V }, bindings, T);
+    const { constants, groups } = rowKernelLayout(this.g.layout === 'cpu', T);
+    this.g.recorder.dispatch('log_softmax', { BACKWARD: backward ? 1 : 0, ...constants }, { T, V }, bindings, groups);
     return out;
   }
 
@@ -100,7 +101,8 @@ export class BackwardKernels {
     if (weight) assert(numel(weight.shape) === D, `rmsNormBackward: the weight has ${numel(weight.shape)} values for rows of ${D}`);
     const out = this.g.output(inverseRmsOnly ? [T] : [T, D]);
     const bindings = [this.g.f32(dy, 'rmsNormBackward: dy'), this.g.f32(x, 'rmsNormBackward: x'), weight ? this.g.f32(weight, 'rmsNormBackward: weight') : { buffer: this.g.dummy }, out];
-    this.g.recorder.dispatch('rmsnorm_backward', { INVERSE_RMS_ONLY: inverseRmsOnly ? 1 : 0 }, { T, D, eps }, bindings, T);
+    const { constants, groups } = rowKernelLayout(this.g.layout === 'cpu', T);
+    this.g.recorder.dispatch('rmsnorm_backward', { INVERSE_RMS_ONLY: inverseRmsOnly ? 1 : 0, ...constants }, { T, D, eps }, bindings, groups);
     return out;
   }
 
@@ -138,7 +140,12 @@ export class BackwardKernels {
     const { T, fields } = this.attentionShape(q, k, positions, heads, kvHeads);
     const out = this.g.output(q.shape);
     const bindings = [this.g.f32(q, 'attention: q'), this.g.f32(k, 'attention: k'), this.g.f32(v, 'attention: v'), this.g.i32(positions, T, 'attention: positions'), out];
-    this.g.recorder.dispatch('attention_packed', {}, fields, bindings, T * heads);
+    if (this.g.layout === 'gpu') {
+      this.g.recorder.dispatch('attention_packed', {}, fields, bindings, T * heads);
+      return out;
+    }
+    const threads = serialThreadsFor(T * heads); // the CPU layout: a thread per (token, head)
+    this.g.recorder.dispatch('attention_packed', { SERIAL: 1, SERIAL_THREADS: threads }, fields, bindings, Math.ceil((T * heads) / threads));
     return out;
   }
 

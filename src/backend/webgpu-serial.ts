@@ -39,3 +39,14 @@ export function serialTiling(units: number, paired: boolean, tiles: number, fixe
 
 /** Threads a workgroup for `items` independent threads' work (attention: one per token and head), 8 to 64. */
 export const serialThreadsFor = (items: number) => Math.min(SERIAL_THREADS, Math.max(8, 2 ** Math.ceil(Math.log2(items / HOST_CORES))));
+
+/**
+ * The variant constants and workgroups of a kernel that reduces along rows (rmsnorm, rmsnorm_backward,
+ * log_softmax): a workgroup of 256 threads a row and a tree (the GPU layout), or a thread a row (SERIAL), where
+ * a software adapter would spend more on the tree's barriers than on the row (a 64-wide row: 100x, measured).
+ */
+export function rowKernelLayout(serial: boolean, rows: number): { constants: Record<string, number>; groups: number } {
+  if (!serial) return { constants: {}, groups: rows };
+  const threads = serialThreadsFor(rows);
+  return { constants: { SERIAL: 1, SERIAL_THREADS: threads }, groups: Math.ceil(rows / threads) };
+}

@@ -18,7 +18,7 @@ import { EvolutionKernels } from './webgpu-evolution.js';
 import { Recorder, type Binding, type KernelVariant } from './webgpu-recorder.js';
 import { isBlocked, RowBlockOps, uploadBlocked } from './webgpu-row-blocks.js';
 import { wordOffsets } from './kernel-params.js';
-import { MAX_LORA_TM, MAX_SERIAL_TM, SERIAL_THREADS, serialThreadsFor, serialTiling } from './webgpu-serial.js';
+import { MAX_LORA_TM, MAX_SERIAL_TM, rowKernelLayout, SERIAL_THREADS, serialThreadsFor, serialTiling } from './webgpu-serial.js';
 
 const MAX_HEAD_DIM = 256; // attention.wgsl keeps the query in workgroup memory
 const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
@@ -349,7 +349,8 @@ class WebGpuBackend implements Backend {
     assert(numel(weight.shape) === D, `rmsNorm: the weight has ${numel(weight.shape)} values for rows of ${D}`);
     const out = this.output([T, D]);
     const fields = { T, D, eps };
-    this.recorder.dispatch('rmsnorm', {}, fields, [this.f32(x, 'rmsNorm: x'), this.f32(weight, 'rmsNorm: weight'), out], T);
+    const { constants, groups } = rowKernelLayout(this.layout === 'cpu', T);
+    this.recorder.dispatch('rmsnorm', constants, fields, [this.f32(x, 'rmsNorm: x'), this.f32(weight, 'rmsNorm: weight'), out], groups);
     return out;
   }
 
