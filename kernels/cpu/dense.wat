@@ -4,6 +4,7 @@
 ;; added as the reference does, so the results are equal bit for bit.
 ;;   matmul:          v[t, n] = (Σ_k x[t, k]·w[n, k] + bias[n])·scale     x̂·Wᵀ (a linear layer), LoRA shrink/expand
 ;;   matmulBackward:  v[t, k] = (Σ_n g[t, n]·w[n, k])·scale               dy·W (its input gradient), outer products
+;;   matmulLone:      matmul's v for one token, w in row blocks (below)   decode at batch 1 against f16 weights
 ;;   out = f32(v), or f32(out + v) when accumulating (the LoRA delta onto y, the LoRA gradient onto dx)
 ;; Memory: imported and shared (src/backend/cpu-arena.ts), so the weights live in it and are read in place. Byte
 ;; addresses come from the caller: x and g in f64, w in f32 rows of K, bias in f32 padded with zeros to nPad = N
@@ -409,6 +410,59 @@
         (local.set $n (i32.add (local.get $n) (i32.const 8)))
         (br $rows)))
       (local.set $tb (local.get $tEnd))
+      (br $blocks))))
+
+  ;; One token against w in row blocks (the lone-token layout, src/backend/cpu-dense.ts rowBlocks): w [⌈N/16⌉][K][16],
+  ;; block n/16's 16 rows' values of one k side by side (rows past N zero). Two rows of a k are one lane pair: one
+  ;; 64-bit load promoted (vcvtps2pd with a memory operand), no shuffle, and the 16 rows' eight sums hide the adds'
+  ;; latency. out[n] = f32((Σ_k x[k]·w[n, k] + bias[n])·scale), or f32(out[n] + ...) when accumulating; bias and out
+  ;; padded to N rounded up to 16.
+  (func (export "matmulLone") (param $x i32) (param $K i32) (param $w i32) (param $N i32) (param $bias i32) (param $out i32)
+                              (param $accumulate i32) (param $scale f64)
+    (local $scales v128) (local $n i32) (local $xp i32) (local $xEnd i32) (local $wp i32) (local $b i32) (local $s v128)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $a4 v128) (local $a5 v128) (local $a6 v128) (local $a7 v128)
+    (local.set $scales (f64x2.splat (local.get $scale)))
+    (local.set $xEnd (i32.add (local.get $x) (i32.shl (local.get $K) (i32.const 3))))
+    (local.set $wp (local.get $w))
+    (block $blocksDone (loop $blocks
+      (br_if $blocksDone (i32.ge_u (local.get $n) (local.get $N)))
+      (local.set $a0 (v128.const i64x2 0 0))
+      (local.set $a1 (v128.const i64x2 0 0))
+      (local.set $a2 (v128.const i64x2 0 0))
+      (local.set $a3 (v128.const i64x2 0 0))
+      (local.set $a4 (v128.const i64x2 0 0))
+      (local.set $a5 (v128.const i64x2 0 0))
+      (local.set $a6 (v128.const i64x2 0 0))
+      (local.set $a7 (v128.const i64x2 0 0))
+      (local.set $xp (local.get $x))
+      (block $kDone (loop $ks
+        (br_if $kDone (i32.ge_u (local.get $xp) (local.get $xEnd)))
+        (local.set $s (v128.load64_splat (local.get $xp)))
+        (local.set $a0 (f64x2.add (local.get $a0) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=0 (local.get $wp))) (local.get $s))))
+        (local.set $a1 (f64x2.add (local.get $a1) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=8 (local.get $wp))) (local.get $s))))
+        (local.set $a2 (f64x2.add (local.get $a2) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=16 (local.get $wp))) (local.get $s))))
+        (local.set $a3 (f64x2.add (local.get $a3) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=24 (local.get $wp))) (local.get $s))))
+        (local.set $a4 (f64x2.add (local.get $a4) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=32 (local.get $wp))) (local.get $s))))
+        (local.set $a5 (f64x2.add (local.get $a5) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=40 (local.get $wp))) (local.get $s))))
+        (local.set $a6 (f64x2.add (local.get $a6) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=48 (local.get $wp))) (local.get $s))))
+        (local.set $a7 (f64x2.add (local.get $a7) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=56 (local.get $wp))) (local.get $s))))
+        (local.set $xp (i32.add (local.get $xp) (i32.const 8)))
+        (local.set $wp (i32.add (local.get $wp) (i32.const 64)))
+        (br $ks)))
+      (local.set $b (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2))))
+      (call $store4 (i32.add (local.get $out) (i32.shl (i32.add (local.get $n) (i32.const 0)) (i32.const 2)))
+        (f64x2.mul (f64x2.add (local.get $a0) (f64x2.promote_low_f32x4 (v128.load64_zero offset=0 (local.get $b)))) (local.get $scales))
+        (f64x2.mul (f64x2.add (local.get $a1) (f64x2.promote_low_f32x4 (v128.load64_zero offset=8 (local.get $b)))) (local.get $scales)) (local.get $accumulate))
+      (call $store4 (i32.add (local.get $out) (i32.shl (i32.add (local.get $n) (i32.const 4)) (i32.const 2)))
+        (f64x2.mul (f64x2.add (local.get $a2) (f64x2.promote_low_f32x4 (v128.load64_zero offset=16 (local.get $b)))) (local.get $scales))
+        (f64x2.mul (f64x2.add (local.get $a3) (f64x2.promote_low_f32x4 (v128.load64_zero offset=24 (local.get $b)))) (local.get $scales)) (local.get $accumulate))
+      (call $store4 (i32.add (local.get $out) (i32.shl (i32.add (local.get $n) (i32.const 8)) (i32.const 2)))
+        (f64x2.mul (f64x2.add (local.get $a4) (f64x2.promote_low_f32x4 (v128.load64_zero offset=32 (local.get $b)))) (local.get $scales))
+        (f64x2.mul (f64x2.add (local.get $a5) (f64x2.promote_low_f32x4 (v128.load64_zero offset=40 (local.get $b)))) (local.get $scales)) (local.get $accumulate))
+      (call $store4 (i32.add (local.get $out) (i32.shl (i32.add (local.get $n) (i32.const 12)) (i32.const 2)))
+        (f64x2.mul (f64x2.add (local.get $a6) (f64x2.promote_low_f32x4 (v128.load64_zero offset=48 (local.get $b)))) (local.get $scales))
+        (f64x2.mul (f64x2.add (local.get $a7) (f64x2.promote_low_f32x4 (v128.load64_zero offset=56 (local.get $b)))) (local.get $scales)) (local.get $accumulate))
+      (local.set $n (i32.add (local.get $n) (i32.const 16)))
       (br $blocks))))
 
   ;; Columns k..k+7 of w (wp = &w[0, k], rows of rowBytes) against token g (f64 [N]): Σ_n g[n]·w[n, k..k+7] as four
