@@ -155,7 +155,7 @@ describe('the SIMD products equal their references bit for bit', () => {
     }
   });
 
-  it('the four LoRA products, with slots in runs, alone and unused (-1), f32 and f16 banks', () => {
+  it('the four LoRA products (and the shrinks of several parts at once), with slots in runs, alone and unused (-1), f32 and f16 banks', () => {
     const r = random('lora');
     for (let trial = 0; trial < 40; trial++) {
       const [T, K, N, rank, slots] = [r.pick([1, 2, 5, 8, 12]), r.pick(SIZES), r.pick(SIZES), r.pick([1, 2, 4, 8, 16]), r.pick([1, 3])];
@@ -176,6 +176,11 @@ describe('the SIMD products equal their references bit for bit', () => {
       const what = `T ${T}, K ${K}, N ${N}, rank ${rank}, ${slots} slots, ${storage} in ${home}`;
       const x = cpu.upload(ends(r.floats(T * K), K), [T, K]);
       expect(bits(lora.loraShrink(x, a, adapters, rank)), what).toEqual(bits(lora.loraShrinkReference(x, a, adapters, rank)));
+      // The shrinks of a fused linear's parts, side by side: [T, parts·rank], each part's columns its own shrink.
+      const second = weight(r.floats(slots * rank * K, 4), slots * rank, K, storage, home);
+      const sideBySide = read(lora.loraShrinkParts(x, [a, second, a], adapters, rank));
+      const partsOne = [a, second, a].map((part) => read(lora.loraShrinkReference(x, part, adapters, rank)));
+      for (let t = 0; t < T; t++) partsOne.forEach((one, p) => expect(bits(sideBySide.subarray((t * 3 + p) * rank, (t * 3 + p + 1) * rank)), `${what}, part ${p}`).toEqual(bits(one.subarray(t * rank, (t + 1) * rank))));
       const h = cpu.upload(ends(r.floats(T * rank), rank), [T, rank]);
       const [y1, y2] = [0, 1].map(() => cpu.upload(Float32Array.from({ length: T * N }, (_, i) => Math.cos(i)), [T, N])) as [Tensor, Tensor];
       lora.loraExpand(y1, h, b, adapters, scales);
