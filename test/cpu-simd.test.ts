@@ -1,7 +1,7 @@
 // The CPU backend's WebAssembly SIMD paths (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts; kernels/cpu/dense.wat,
 // attention.wat) against their plain-loop references, bit for bit, over random shapes (odd sizes, sizes around the
 // kernels' tiles of 4 and 8, f32 and f16-rounded weights, weights in the arena, outside it and as parts of a packed
-// tensor, adapter slots in runs, unused and past the bank; a lone token against f16 weights' row blocks) and inputs
+// tensor, adapter slots in runs, unused and past the bank; f16 weights through their row blocks) and inputs
 // whose sums cancel; the references against sums computed here; and a whole model, forward, decode at batch 1 and
 // gradients, equal on the SIMD and the plain backend.
 import seedrandom from 'seedrandom';
@@ -103,17 +103,17 @@ describe('the SIMD products equal their references bit for bit', () => {
     expect(bits(dense.matmulBackward(dy, w))).toEqual(bits(dense.matmulBackwardReference(dy, w)));
   });
 
-  it('matmul of a lone token against an f16 weight, through its row blocks (rows around 16, odd K, bias or none)', () => {
-    const r = random('lone');
+  it('matmul against an f16 weight, through its row blocks (tokens in pairs and alone, rows around 8 and 16, odd K)', () => {
+    const r = random('blocks');
     for (let trial = 0; trial < 60; trial++) {
-      const [K, N, home] = [r.pick(SIZES), r.pick([...SIZES, 15, 47, 48, 49, 130]), r.pick(['arena', 'packed'] as const)];
+      const [T, K, N, home] = [r.pick([1, 2, 3, 4, 5, 8, 9]), r.pick(SIZES), r.pick([...SIZES, 15, 24, 47, 48, 49, 130]), r.pick(['arena', 'packed'] as const)];
       const cancel = trial % 3 !== 0;
       const ws = r.floats(N * K, 4);
       if (trial % 4 === 1) [ws[0], ws[ws.length >> 1], ws[ws.length - 1]] = [2 ** -20, -0, -(2 ** -17)];
       const w = weight(cancel ? sameEndRows(sameEndColumns(ws, K), N, K) : ws, N, K, 'f16', home);
-      const x = cpu.upload(cancel ? hugeEnds(r.floats(K), K) : r.floats(K), [1, K]);
+      const x = cpu.upload(cancel ? hugeEnds(r.floats(T * K), K) : r.floats(T * K), [T, K]);
       const bias = trial % 2 ? cpu.upload(r.floats(N), [N]) : undefined;
-      const what = `K ${K}, N ${N}, f16 in ${home}${cancel ? ', cancelling' : ''}`;
+      const what = `T ${T}, K ${K}, N ${N}, f16 in ${home}${cancel ? ', cancelling' : ''}`;
       expect(bits(dense.matmul(x, w, bias)), what).toEqual(bits(dense.matmulReference(x, w, bias)));
       expect(dense.rowBlocks(w), what).toBeDefined(); // the product went through the row blocks
       expect(bits(dense.matmul(x, w, bias)), `${what}, again`).toEqual(bits(dense.matmulReference(x, w, bias)));
