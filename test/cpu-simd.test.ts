@@ -1,8 +1,9 @@
 // The CPU backend's WebAssembly SIMD paths (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts; kernels/cpu/dense.wat,
 // attention.wat) against their plain-loop references, bit for bit, over random shapes (odd sizes, sizes around the
 // kernels' tiles of 4 and 8, f32 and f16-rounded weights, weights in the arena, outside it and as parts of a packed
-// tensor, adapter slots in runs, unused and past the bank) and inputs whose sums cancel; the references against
-// sums computed here; and a whole model, forward and gradients, equal on the SIMD and the plain backend.
+// tensor, adapter slots in runs, unused and past the bank; f16 weights through their row blocks) and inputs
+// whose sums cancel; the references against sums computed here; and a whole model, forward, decode at batch 1 and
+// gradients, equal on the SIMD and the plain backend.
 import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { uploadPacked, type Tensor, type WeightStorage } from '../src/backend/backend.js';
@@ -102,6 +103,35 @@ describe('the SIMD products equal their references bit for bit', () => {
     expect(bits(dense.matmulBackward(dy, w))).toEqual(bits(dense.matmulBackwardReference(dy, w)));
   });
 
+  it('matmul against an f16 weight, through its row blocks (tokens in pairs and alone, rows around 8 and 16, odd K)', () => {
+    const r = random('blocks');
+    for (let trial = 0; trial < 60; trial++) {
+      const [T, K, N, home] = [r.pick([1, 2, 3, 4, 5, 8, 9]), r.pick(SIZES), r.pick([...SIZES, 15, 24, 47, 48, 49, 130]), r.pick(['arena', 'packed'] as const)];
+      const cancel = trial % 3 !== 0;
+      const ws = r.floats(N * K, 4);
+      if (trial % 4 === 1) [ws[0], ws[ws.length >> 1], ws[ws.length - 1]] = [2 ** -20, -0, -(2 ** -17)];
+      const w = weight(cancel ? sameEndRows(sameEndColumns(ws, K), N, K) : ws, N, K, 'f16', home);
+      const x = cpu.upload(cancel ? hugeEnds(r.floats(T * K), K) : r.floats(T * K), [T, K]);
+      const bias = trial % 2 ? cpu.upload(r.floats(N), [N]) : undefined;
+      const what = `T ${T}, K ${K}, N ${N}, f16 in ${home}${cancel ? ', cancelling' : ''}`;
+      expect(bits(dense.matmul(x, w, bias)), what).toEqual(bits(dense.matmulReference(x, w, bias)));
+      expect(dense.rowBlocks(w), what).toBeDefined(); // the product went through the row blocks
+      expect(bits(dense.matmul(x, w, bias)), `${what}, again`).toEqual(bits(dense.matmulReference(x, w, bias)));
+    }
+  });
+
+  it('row blocks: 16 rows interleaved by k, rows past N zero; none for f32 weights (they may change)', () => {
+    const [N, K] = [19, 3];
+    const values = Float32Array.from({ length: N * K }, (_, i) => i + 1); // exact in f16
+    const blocks = dense.rowBlocks(cpu.uploadWeight(values, [N, K], 'f16'))!;
+    const expected = new Float32Array(32 * K);
+    for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) expected[Math.floor(n / 16) * 16 * K + k * 16 + (n % 16)] = n * K + k + 1;
+    expect(Array.from(blocks)).toEqual(Array.from(expected));
+    expect(dense.rowBlocks(cpu.uploadWeight(values, [N, K], 'f32'))).toBeUndefined();
+    expect(() => cpu.adamwInPlace(cpu.uploadWeight(values, [N, K], 'f16'), cpu.zeros([N * K]), cpu.zeros([N * K]), cpu.zeros([N * K]), N * K, cpu.zeros([4]), { beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0 }))
+      .toThrow(/adamwInPlace: f16 weights are read-only/);
+  });
+
   it('outerProductSum, with segments in any order, empty segments and negative scales (-0 stays -0)', () => {
     const r = random('outer');
     for (let trial = 0; trial < 30; trial++) {
@@ -125,7 +155,7 @@ describe('the SIMD products equal their references bit for bit', () => {
     }
   });
 
-  it('the four LoRA products, with slots in runs, alone and unused (-1), f32 and f16 banks', () => {
+  it('the four LoRA products (and the shrinks of several parts at once), with slots in runs, alone and unused (-1), f32 and f16 banks', () => {
     const r = random('lora');
     for (let trial = 0; trial < 40; trial++) {
       const [T, K, N, rank, slots] = [r.pick([1, 2, 5, 8, 12]), r.pick(SIZES), r.pick(SIZES), r.pick([1, 2, 4, 8, 16]), r.pick([1, 3])];
@@ -146,6 +176,11 @@ describe('the SIMD products equal their references bit for bit', () => {
       const what = `T ${T}, K ${K}, N ${N}, rank ${rank}, ${slots} slots, ${storage} in ${home}`;
       const x = cpu.upload(ends(r.floats(T * K), K), [T, K]);
       expect(bits(lora.loraShrink(x, a, adapters, rank)), what).toEqual(bits(lora.loraShrinkReference(x, a, adapters, rank)));
+      // The shrinks of a fused linear's parts, side by side: [T, parts·rank], each part's columns its own shrink.
+      const second = weight(r.floats(slots * rank * K, 4), slots * rank, K, storage, home);
+      const sideBySide = read(lora.loraShrinkParts(x, [a, second, a], adapters, rank));
+      const partsOne = [a, second, a].map((part) => read(lora.loraShrinkReference(x, part, adapters, rank)));
+      for (let t = 0; t < T; t++) partsOne.forEach((one, p) => expect(bits(sideBySide.subarray((t * 3 + p) * rank, (t * 3 + p + 1) * rank)), `${what}, part ${p}`).toEqual(bits(one.subarray(t * rank, (t + 1) * rank))));
       const h = cpu.upload(ends(r.floats(T * rank), rank), [T, rank]);
       const [y1, y2] = [0, 1].map(() => cpu.upload(Float32Array.from({ length: T * N }, (_, i) => Math.cos(i)), [T, N])) as [Tensor, Tensor];
       lora.loraExpand(y1, h, b, adapters, scales);
@@ -235,6 +270,28 @@ describe('the arena', () => {
 });
 
 describe('a whole model on the SIMD and the plain backend', () => {
+  it('decodes at batch 1 with the same logits, bit for bit (f16 weights, base and one adapter)', async () => {
+    const config = TINY_CONFIGS['qwen2-tiny']!;
+    const weights = randomModel(config, 11);
+    const [simd, reference] = await Promise.all([cpu, plain].map(async (backend) => {
+      const model = LlamaModel.upload(backend, config, weights, { storage: 'f16', maxContext: 16 });
+      const bank = new LoraBank(backend, config, 2, 4, LORA_MODULES);
+      bank.load(1, randomAdapter(config, { rank: 4, targets: [...LORA_MODULES], seed: 3, init: 'gaussian' }));
+      const logits: number[][] = [];
+      for (const adapter of [-1, 1]) {
+        const cache = model.createKvCache(1, 16);
+        for (let position = 0; position < 6; position++) {
+          const one = (value: number) => Int32Array.of(value);
+          const step = model.forward({ tokens: one((position * 5 + 2) % config.vocabSize), slots: one(0), positions: one(position), adapters: one(adapter), logitRows: one(0) }, cache, bank);
+          logits.push(bits(await backend.readF32(step)));
+        }
+        model.freeKvCache(cache);
+      }
+      return logits;
+    }));
+    expect(simd).toEqual(reference);
+  });
+
   for (const [storage, mode] of [['f16', 'lora'], ['f32', 'full']] as const) {
     it(`gives the same logits and the same gradients, bit for bit (${storage} weights, ${mode} mode, two adapters)`, async () => {
       const config = TINY_CONFIGS['qwen2-tiny']!;

@@ -4,6 +4,7 @@
 ;; added as the reference does, so the results are equal bit for bit.
 ;;   matmul:          v[t, n] = (Σ_k x[t, k]·w[n, k] + bias[n])·scale     x̂·Wᵀ (a linear layer), LoRA shrink/expand
 ;;   matmulBackward:  v[t, k] = (Σ_n g[t, n]·w[n, k])·scale               dy·W (its input gradient), outer products
+;;   matmulBlocks:    matmul's v, w in row blocks (below)                 f16 weights (read-only)
 ;;   out = f32(v), or f32(out + v) when accumulating (the LoRA delta onto y, the LoRA gradient onto dx)
 ;; Memory: imported and shared (src/backend/cpu-arena.ts), so the weights live in it and are read in place. Byte
 ;; addresses come from the caller: x and g in f64, w in f32 rows of K, bias in f32 padded with zeros to nPad = N
@@ -330,14 +331,26 @@
       (local.set $n (i32.const 0))
       (block $rowsDone (loop $rows
         (br_if $rowsDone (i32.ge_u (local.get $n) (local.get $N)))
-        (local.set $r0 (call $row (local.get $w) (local.get $n) (local.get $N) (local.get $rowBytes)))
-        (local.set $r1 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 1)) (local.get $N) (local.get $rowBytes)))
-        (local.set $r2 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 2)) (local.get $N) (local.get $rowBytes)))
-        (local.set $r3 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 3)) (local.get $N) (local.get $rowBytes)))
-        (local.set $r4 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 4)) (local.get $N) (local.get $rowBytes)))
-        (local.set $r5 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 5)) (local.get $N) (local.get $rowBytes)))
-        (local.set $r6 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 6)) (local.get $N) (local.get $rowBytes)))
-        (local.set $r7 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 7)) (local.get $N) (local.get $rowBytes)))
+        ;; (the call per row only for the last, partial group: calls cost as much as a lone token's short rows)
+        (if (i32.le_u (i32.add (local.get $n) (i32.const 8)) (local.get $N))
+        (then
+          (local.set $r0 (i32.add (local.get $w) (i32.mul (local.get $n) (local.get $rowBytes))))
+          (local.set $r1 (i32.add (local.get $r0) (local.get $rowBytes)))
+          (local.set $r2 (i32.add (local.get $r1) (local.get $rowBytes)))
+          (local.set $r3 (i32.add (local.get $r2) (local.get $rowBytes)))
+          (local.set $r4 (i32.add (local.get $r3) (local.get $rowBytes)))
+          (local.set $r5 (i32.add (local.get $r4) (local.get $rowBytes)))
+          (local.set $r6 (i32.add (local.get $r5) (local.get $rowBytes)))
+          (local.set $r7 (i32.add (local.get $r6) (local.get $rowBytes))))
+        (else
+          (local.set $r0 (call $row (local.get $w) (local.get $n) (local.get $N) (local.get $rowBytes)))
+          (local.set $r1 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 1)) (local.get $N) (local.get $rowBytes)))
+          (local.set $r2 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 2)) (local.get $N) (local.get $rowBytes)))
+          (local.set $r3 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 3)) (local.get $N) (local.get $rowBytes)))
+          (local.set $r4 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 4)) (local.get $N) (local.get $rowBytes)))
+          (local.set $r5 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 5)) (local.get $N) (local.get $rowBytes)))
+          (local.set $r6 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 6)) (local.get $N) (local.get $rowBytes)))
+          (local.set $r7 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 7)) (local.get $N) (local.get $rowBytes)))))
         (local.set $b01 (f64x2.promote_low_f32x4 (v128.load64_zero (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2))))))
         (local.set $b23 (f64x2.promote_low_f32x4 (v128.load64_zero offset=8 (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2))))))
         (local.set $b45 (f64x2.promote_low_f32x4 (v128.load64_zero offset=16 (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2))))))
@@ -409,6 +422,107 @@
         (local.set $n (i32.add (local.get $n) (i32.const 8)))
         (br $rows)))
       (local.set $tb (local.get $tEnd))
+      (br $blocks))))
+
+  ;; Tokens against w in row blocks (src/backend/cpu-dense.ts rowBlocks): w [⌈N/16⌉][K][16], block n/16's 16 rows'
+  ;; values of one k side by side (rows past N zero). Two rows of a k are one lane pair, read with one 64-bit load
+  ;; promoted in the same instruction (vcvtps2pd with a memory operand), no shuffle. Tokens go two at a time through
+  ;; each half block (8 rows), its promoted values shared by both (8 sums); the last token of an odd T goes alone
+  ;; through the whole block (8 sums again: enough to hide the adds' latency). Bias and out padded to N rounded up
+  ;; to 16.
+
+  ;; Rows of a half block (wp = its first k) against tokens x0, x1: (x0·01, x0·23, x0·45, x0·67, then x1's), k ascending
+  (func $half2 (param $wp i32) (param $x0 i32) (param $x1 i32) (param $K i32) (result v128 v128 v128 v128 v128 v128 v128 v128)
+    (local $xEnd i32) (local $s v128) (local $u v128) (local $v v128)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $b0 v128) (local $b1 v128) (local $b2 v128) (local $b3 v128)
+    (local.set $xEnd (i32.add (local.get $x0) (i32.shl (local.get $K) (i32.const 3))))
+    (block $done (loop $ks
+      (br_if $done (i32.ge_u (local.get $x0) (local.get $xEnd)))
+      (local.set $s (v128.load64_splat (local.get $x0)))
+      (local.set $u (v128.load64_splat (local.get $x1)))
+      (local.set $v (f64x2.promote_low_f32x4 (v128.load64_zero offset=0 (local.get $wp))))
+      (local.set $a0 (f64x2.add (local.get $a0) (f64x2.mul (local.get $v) (local.get $s)))) (local.set $b0 (f64x2.add (local.get $b0) (f64x2.mul (local.get $v) (local.get $u))))
+      (local.set $v (f64x2.promote_low_f32x4 (v128.load64_zero offset=8 (local.get $wp))))
+      (local.set $a1 (f64x2.add (local.get $a1) (f64x2.mul (local.get $v) (local.get $s)))) (local.set $b1 (f64x2.add (local.get $b1) (f64x2.mul (local.get $v) (local.get $u))))
+      (local.set $v (f64x2.promote_low_f32x4 (v128.load64_zero offset=16 (local.get $wp))))
+      (local.set $a2 (f64x2.add (local.get $a2) (f64x2.mul (local.get $v) (local.get $s)))) (local.set $b2 (f64x2.add (local.get $b2) (f64x2.mul (local.get $v) (local.get $u))))
+      (local.set $v (f64x2.promote_low_f32x4 (v128.load64_zero offset=24 (local.get $wp))))
+      (local.set $a3 (f64x2.add (local.get $a3) (f64x2.mul (local.get $v) (local.get $s)))) (local.set $b3 (f64x2.add (local.get $b3) (f64x2.mul (local.get $v) (local.get $u))))
+      (local.set $x0 (i32.add (local.get $x0) (i32.const 8)))
+      (local.set $x1 (i32.add (local.get $x1) (i32.const 8)))
+      (local.set $wp (i32.add (local.get $wp) (i32.const 64)))
+      (br $ks)))
+    (local.get $a0) (local.get $a1) (local.get $a2) (local.get $a3) (local.get $b0) (local.get $b1) (local.get $b2) (local.get $b3))
+
+  ;; The 16 rows of a block (wp = its first k) against token x0: (x0·01, x0·23, ..., x0·EF), k ascending
+  (func $whole1 (param $wp i32) (param $x0 i32) (param $K i32) (result v128 v128 v128 v128 v128 v128 v128 v128)
+    (local $xEnd i32) (local $s v128)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $a4 v128) (local $a5 v128) (local $a6 v128) (local $a7 v128)
+    (local.set $xEnd (i32.add (local.get $x0) (i32.shl (local.get $K) (i32.const 3))))
+    (block $done (loop $ks
+      (br_if $done (i32.ge_u (local.get $x0) (local.get $xEnd)))
+      (local.set $s (v128.load64_splat (local.get $x0)))
+      (local.set $a0 (f64x2.add (local.get $a0) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=0 (local.get $wp))) (local.get $s))))
+      (local.set $a1 (f64x2.add (local.get $a1) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=8 (local.get $wp))) (local.get $s))))
+      (local.set $a2 (f64x2.add (local.get $a2) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=16 (local.get $wp))) (local.get $s))))
+      (local.set $a3 (f64x2.add (local.get $a3) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=24 (local.get $wp))) (local.get $s))))
+      (local.set $a4 (f64x2.add (local.get $a4) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=32 (local.get $wp))) (local.get $s))))
+      (local.set $a5 (f64x2.add (local.get $a5) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=40 (local.get $wp))) (local.get $s))))
+      (local.set $a6 (f64x2.add (local.get $a6) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=48 (local.get $wp))) (local.get $s))))
+      (local.set $a7 (f64x2.add (local.get $a7) (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero offset=56 (local.get $wp))) (local.get $s))))
+      (local.set $x0 (i32.add (local.get $x0) (i32.const 8)))
+      (local.set $wp (i32.add (local.get $wp) (i32.const 64)))
+      (br $ks)))
+    (local.get $a0) (local.get $a1) (local.get $a2) (local.get $a3) (local.get $a4) (local.get $a5) (local.get $a6) (local.get $a7))
+
+  ;; out[0..7] = f32((v + b[0..7])·scale) from the sums of 8 rows in pairs, or f32(out + ...) when accumulating
+  (func $put8 (param $out i32) (param $b i32) (param $v0 v128) (param $v1 v128) (param $v2 v128) (param $v3 v128) (param $scales v128) (param $accumulate i32)
+    (call $store4 (local.get $out)
+      (f64x2.mul (f64x2.add (local.get $v0) (f64x2.promote_low_f32x4 (v128.load64_zero (local.get $b)))) (local.get $scales))
+      (f64x2.mul (f64x2.add (local.get $v1) (f64x2.promote_low_f32x4 (v128.load64_zero offset=8 (local.get $b)))) (local.get $scales)) (local.get $accumulate))
+    (call $store4 (i32.add (local.get $out) (i32.const 16))
+      (f64x2.mul (f64x2.add (local.get $v2) (f64x2.promote_low_f32x4 (v128.load64_zero offset=16 (local.get $b)))) (local.get $scales))
+      (f64x2.mul (f64x2.add (local.get $v3) (f64x2.promote_low_f32x4 (v128.load64_zero offset=24 (local.get $b)))) (local.get $scales)) (local.get $accumulate)))
+
+  ;; out[t, n] = f32((Σ_k x[t, k]·w[n, k] + bias[n])·scale), or f32(out[t, n] + ...) when accumulating; w in row blocks
+  (func (export "matmulBlocks") (param $x i32) (param $T i32) (param $K i32) (param $w i32) (param $N i32) (param $bias i32) (param $out i32)
+                                (param $accumulate i32) (param $scale f64)
+    (local $scales v128) (local $nPad i32) (local $xBytes i32) (local $n i32) (local $wp i32) (local $t i32)
+    (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $v4 v128) (local $v5 v128) (local $v6 v128) (local $v7 v128)
+    (local.set $scales (f64x2.splat (local.get $scale)))
+    (local.set $nPad (i32.and (i32.add (local.get $N) (i32.const 15)) (i32.const -16)))
+    (local.set $xBytes (i32.shl (local.get $K) (i32.const 3)))
+    (local.set $wp (local.get $w))
+    (block $blocksDone (loop $blocks
+      (br_if $blocksDone (i32.ge_u (local.get $n) (local.get $N)))
+      (local.set $t (i32.const 0))
+      (block $pairsDone (loop $pairs
+        (br_if $pairsDone (i32.gt_u (i32.add (local.get $t) (i32.const 2)) (local.get $T)))
+        (call $half2 (i32.add (local.get $wp) (i32.const 0)) (i32.add (local.get $x) (i32.mul (local.get $t) (local.get $xBytes)))
+          (i32.add (local.get $x) (i32.mul (i32.add (local.get $t) (i32.const 1)) (local.get $xBytes))) (local.get $K))
+        (local.set $v7) (local.set $v6) (local.set $v5) (local.set $v4) (local.set $v3) (local.set $v2) (local.set $v1) (local.set $v0)
+        (call $put8 (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $t) (local.get $nPad)) (local.get $n)) (i32.const 2))) (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2)))
+          (local.get $v0) (local.get $v1) (local.get $v2) (local.get $v3) (local.get $scales) (local.get $accumulate))
+        (call $put8 (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (i32.add (local.get $t) (i32.const 1)) (local.get $nPad)) (local.get $n)) (i32.const 2))) (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2)))
+          (local.get $v4) (local.get $v5) (local.get $v6) (local.get $v7) (local.get $scales) (local.get $accumulate))
+        (call $half2 (i32.add (local.get $wp) (i32.const 32)) (i32.add (local.get $x) (i32.mul (local.get $t) (local.get $xBytes)))
+          (i32.add (local.get $x) (i32.mul (i32.add (local.get $t) (i32.const 1)) (local.get $xBytes))) (local.get $K))
+        (local.set $v7) (local.set $v6) (local.set $v5) (local.set $v4) (local.set $v3) (local.set $v2) (local.set $v1) (local.set $v0)
+        (call $put8 (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $t) (local.get $nPad)) (i32.add (local.get $n) (i32.const 8))) (i32.const 2))) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $n) (i32.const 8)) (i32.const 2)))
+          (local.get $v0) (local.get $v1) (local.get $v2) (local.get $v3) (local.get $scales) (local.get $accumulate))
+        (call $put8 (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (i32.add (local.get $t) (i32.const 1)) (local.get $nPad)) (i32.add (local.get $n) (i32.const 8))) (i32.const 2))) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $n) (i32.const 8)) (i32.const 2)))
+          (local.get $v4) (local.get $v5) (local.get $v6) (local.get $v7) (local.get $scales) (local.get $accumulate))
+        (local.set $t (i32.add (local.get $t) (i32.const 2)))
+        (br $pairs)))
+      (if (i32.lt_u (local.get $t) (local.get $T)) (then
+        (call $whole1 (local.get $wp) (i32.add (local.get $x) (i32.mul (local.get $t) (local.get $xBytes))) (local.get $K))
+        (local.set $v7) (local.set $v6) (local.set $v5) (local.set $v4) (local.set $v3) (local.set $v2) (local.set $v1) (local.set $v0)
+        (call $put8 (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $t) (local.get $nPad)) (local.get $n)) (i32.const 2))) (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2)))
+          (local.get $v0) (local.get $v1) (local.get $v2) (local.get $v3) (local.get $scales) (local.get $accumulate))
+        (call $put8 (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $t) (local.get $nPad)) (i32.add (local.get $n) (i32.const 8))) (i32.const 2))) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $n) (i32.const 8)) (i32.const 2)))
+          (local.get $v4) (local.get $v5) (local.get $v6) (local.get $v7) (local.get $scales) (local.get $accumulate))))
+      (local.set $n (i32.add (local.get $n) (i32.const 16)))
+      (local.set $wp (i32.add (local.get $wp) (i32.shl (local.get $K) (i32.const 6))))
       (br $blocks))))
 
   ;; Columns k..k+7 of w (wp = &w[0, k], rows of rowBytes) against token g (f64 [N]): Σ_n g[n]·w[n, k..k+7] as four

@@ -201,6 +201,7 @@ export function sumSquaresBySlot(x: Tensor, slotSize: number, first = 0, count =
 }
 
 export function adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, slotSize: number, slotParams: Tensor, hyper: AdamWHyper): void {
+  assert(param.dtype !== 'f16', 'adamwInPlace: f16 weights are read-only on the CPU backend (cpu-dense.ts keeps copies of them); train with f32 storage');
   const [ps, gs, ms, vs, sp] = [f32Of(param), f32Of(grad), f32Of(m), f32Of(v), f32Of(slotParams)];
   assert([gs, ms, vs].every((a) => a.length === ps.length), 'adamwInPlace: param, grad, m and v differ in size');
   assert(ps.length === numel(slotParams.shape) / 4 * slotSize, `adamwInPlace: ${ps.length} elements for ${numel(slotParams.shape) / 4} slots of ${slotSize}`);

@@ -96,18 +96,43 @@ function runsOf(adapters: Tensor, slots: number): { slot: number; first: number;
 }
 
 export function loraShrink(x: Tensor, a: Tensor, adapters: Tensor, rank: number): Tensor {
-  const [T, K] = [rowsOf(x), colsOf(x)];
-  const [xs, as] = [f32Of(x), f32Of(a)];
-  const runs = runsOf(adapters, rowsOf(a) / rank);
+  return loraShrinkParts(x, [a], adapters, rank);
+}
+
+/**
+ * loraShrink of each of `parts` (A factors [S·R, K] sharing the input x) side by side, [T, parts·R]: the shrinks
+ * of a fused linear's modules with x staged once, one output, no copies between (a decode step at batch 1 makes
+ * 28 of these calls: their staging, not their sums, was most of their time).
+ */
+export function loraShrinkParts(x: Tensor, parts: readonly Tensor[], adapters: Tensor, rank: number): Tensor {
+  const [T, K, P] = [rowsOf(x), colsOf(x), parts.length];
+  const xs = f32Of(x);
+  const runs = runsOf(adapters, Math.min(...parts.map((a) => rowsOf(a) / rank)));
   const rPad = roundUp(rank, 8);
-  const s = runs && stage([T * K * 8, weightBytes(as), rPad * 4, T * rPad * 4]);
-  if (!runs || !s) return loraShrinkReference(x, a, adapters, rank);
+  const weights = parts.map((a) => f32Of(a));
+  const s = runs && stage([T * K * 8, rPad * 4, P * T * rPad * 4, ...weights.map(weightBytes)]);
+  if (!runs || !s) return concatColumns(parts.map((a) => loraShrinkReference(x, a, adapters, rank)), T, rank);
   s.putF64(0, xs);
-  s.f32(2, rPad).fill(0);
-  s.f32(3, T * rPad).fill(0);
-  const aAt = s.weight(1, as);
-  for (const { slot, first, count } of runs) denseKernel().matmul(s.at[0]! + first * K * 8, count, K, aAt + slot * rank * K * 4, rank, s.at[2]!, s.at[3]! + first * rPad * 4, 0, 1);
-  return tensor(unpadRows(s.f32(3, T * rPad), T, rank, rPad), [T, rank], 'f32');
+  s.f32(1, rPad).fill(0);
+  const sums = s.f32(2, P * T * rPad).fill(0); // part p's rows [T, rPad] at p·T·rPad
+  weights.forEach((as, p) => {
+    const aAt = s.weight(3 + p, as);
+    const outAt = s.at[2]! + p * T * rPad * 4;
+    for (const { slot, first, count } of runs) denseKernel().matmul(s.at[0]! + first * K * 8, count, K, aAt + slot * rank * K * 4, rank, s.at[1]!, outAt + first * rPad * 4, 0, 1);
+  });
+  const out = new Float32Array(T * P * rank);
+  for (let p = 0; p < P; p++) for (let t = 0; t < T; t++) out.set(sums.subarray((p * T + t) * rPad, (p * T + t) * rPad + rank), (t * P + p) * rank);
+  return tensor(out, [T, P * rank], 'f32');
+}
+
+/** Tensors [T, rank] side by side: [T, parts·rank]. */
+function concatColumns(parts: readonly Tensor[], T: number, rank: number): Tensor {
+  const out = new Float32Array(T * parts.length * rank);
+  parts.forEach((part, p) => {
+    const values = f32Of(part);
+    for (let t = 0; t < T; t++) out.set(values.subarray(t * rank, (t + 1) * rank), (t * parts.length + p) * rank);
+  });
+  return tensor(out, [T, parts.length * rank], 'f32');
 }
 
 export function loraExpand(y: Tensor, h: Tensor, b: Tensor, adapters: Tensor, scales: Tensor): void {

@@ -261,6 +261,7 @@ export class CpuBackend implements Backend {
 
   loraShrinkSegments(x: Tensor, a: Packed, rows: StepRows, rank: number, norm?: { weight: Tensor; eps: number }): Tensor {
     const input = norm ? this.rmsNorm(x, norm.weight, norm.eps) : x;
+    if (this.simd) return lora.loraShrinkParts(input, a.parts, rows.adapters, rank);
     return concatColumns(a.parts.map((part) => this.loraShrink(input, part, rows.adapters, rank)));
   }
 
@@ -286,10 +287,11 @@ export class CpuBackend implements Backend {
   combineInPlace = evolution.combineInPlace;
 }
 
-/** Columns first .. first + count - 1 of x [T, N], as a new tensor [T, count]. */
+/** Columns first .. first + count - 1 of x [T, N], as a tensor [T, count] to read (a view of x for one row). */
 function columns(x: Tensor, first: number, count: number): Tensor {
   const [T, N] = [rowsOf(x), colsOf(x)];
   const xs = f32Of(x);
+  if (T === 1) return tensor(xs.subarray(first, first + count), [1, count], 'f32');
   const out = new Float32Array(T * count);
   for (let t = 0; t < T; t++) out.set(xs.subarray(t * N + first, t * N + first + count), t * count);
   return tensor(out, [T, count], 'f32');
