@@ -10,6 +10,8 @@
 //                                [--shapes 1x1,8x8,...]   (batch x distinct adapters; default: all six)
 //                                [--loop-rounds 3] [--loop-decode 32] [--steps-per-read 16]   (0 rounds: no loop table)
 //                                [--profile 1x1,32x32]   (batch x distinct adapters, 0 = base only; none: no profile)
+//                                [--tile-weights]   (each tensor's random values drawn once a 65,536 and repeated:
+//                                                    a 7B shape loads in seconds, not minutes)
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -42,6 +44,7 @@ const { values: args } = parseArgs({
     'loop-decode': { type: 'string', default: '32' },
     'steps-per-read': { type: 'string', default: String(DEFAULT_STEPS_PER_READ) },
     profile: { type: 'string', default: '1x1,32x32' },
+    'tile-weights': { type: 'boolean', default: false },
   },
 });
 const parseShapes = (option: string, list: string, fewestAdapters: number) =>
@@ -52,6 +55,7 @@ const parseShapes = (option: string, list: string, fewestAdapters: number) =>
   });
 const SHAPES = parseShapes('shapes', args.shapes!, 1);
 const PROFILE_SHAPES = parseShapes('profile', args.profile!, 0); // 0 adapters: base only
+const TILE = 65536; // --tile-weights: values drawn a tensor
 
 interface Row {
   batch: number;
@@ -223,7 +227,7 @@ async function main() {
   const backend = await openBackend(args.backend as BackendChoice);
   try {
     const [loopRounds, loopSteps, stepsPerRead] = [Number(args['loop-rounds']), Number(args['loop-decode']), Number(args['steps-per-read'])];
-    const model = LlamaModel.upload(backend, config, randomModel(config, 1), { storage, maxContext: promptLen + 1 + Math.max(steps, loopRounds > 0 ? loopSteps : 0) });
+    const model = LlamaModel.upload(backend, config, randomModel(config, 1, args['tile-weights'] ? TILE : Infinity), { storage, maxContext: promptLen + 1 + Math.max(steps, loopRounds > 0 ? loopSteps : 0) });
     const maxAdapters = Math.max(...[...SHAPES, ...PROFILE_SHAPES].map(([, a]) => a));
     const bank = new LoraBank(backend, config, maxAdapters, rank, LORA_MODULES);
     for (let slot = 0; slot < maxAdapters; slot++) bank.load(slot, randomAdapter(config, { rank, targets: [...LORA_MODULES], seed: slot, init: 'gaussian' }));

@@ -13,7 +13,7 @@
 
 override BACKWARD: bool = false;
 override SERIAL: bool = false;
-override SERIAL_THREADS: u32 = 64u;
+override SERIAL_THREADS: u32 = 64u; // SERIAL: threads a workgroup (8 to 64)
 override WG: u32 = select(THREADS, SERIAL_THREADS, SERIAL);
 const THREADS: u32 = 256u;
 

@@ -8,7 +8,7 @@
 // input (inverseRmsOf, xHat): on software adapters the trainer's RMSNorm is the inference forward's, bit for bit.
 
 override SERIAL: bool = false;
-override SERIAL_THREADS: u32 = 64u;
+override SERIAL_THREADS: u32 = 64u; // SERIAL: threads a workgroup (8 to 64)
 override WG: u32 = select(THREADS, SERIAL_THREADS, SERIAL);
 override PARTIAL_WORDS: u32 = select(THREADS, 1u, SERIAL);
 const THREADS: u32 = 256u;
@@ -25,7 +25,7 @@ var<workgroup> partial: array<f32, PARTIAL_WORDS>;
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) groups: vec3u) {
   if (SERIAL) {
     let t = (wid.x + wid.y * groups.x) * SERIAL_THREADS + lid.x;
-    if (t < p.T) { serialRow(t * p.D); }
+    if (t < p.T) { serialRow(t); }
     return;
   }
   let t = wid.x + wid.y * groups.x;
@@ -44,8 +44,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   for (var d = lane; d < p.D; d += THREADS) { out[base + d] = x[base + d] * inverseRms * weight[d]; }
 }
 
-// SERIAL: the row starting at `base`, its squares summed in ascending order.
-fn serialRow(base: u32) {
+// SERIAL: row t, its squares summed in ascending order.
+fn serialRow(t: u32) {
+  let base = t * p.D;
   var sum = 0.0;
   for (var d = 0u; d < p.D; d++) { sum = fma(x[base + d], x[base + d], sum); }
   let inverseRms = inverseSqrt(sum / f32(p.D) + p.eps);

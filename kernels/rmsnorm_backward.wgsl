@@ -10,7 +10,7 @@
 
 override INVERSE_RMS_ONLY: bool = false;
 override SERIAL: bool = false;
-override SERIAL_THREADS: u32 = 64u;
+override SERIAL_THREADS: u32 = 64u; // SERIAL: threads a workgroup (8 to 64)
 override WG: u32 = select(THREADS, SERIAL_THREADS, SERIAL);
 override PARTIAL_WORDS: u32 = select(THREADS, 1u, SERIAL);
 const THREADS: u32 = 256u;

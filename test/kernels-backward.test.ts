@@ -1,7 +1,7 @@
 // The backward kernels (kernels/*.wgsl) against the CPU reference (cpu-backward.ts), on odd shapes, and their
 // batch invariance: a row, a sequence or a segment gives the same bits alone as among others.
 import seedrandom from 'seedrandom';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Backend, Tensor } from '../src/backend/backend.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { createWebGpuBackend } from '../src/backend/webgpu.js';
@@ -33,6 +33,7 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
   // thread a row (CPU, lavapipe's default).
   it.each(['gpu', 'cpu'] as const)('log_softmax, %s layout: log-probs, entropies and their gradient match the cpu; a row is the same alone', async (layout) => {
     const b = await createWebGpuBackend({ layout });
+    onTestFinished(() => b.destroy());
     for (const [T, V] of [[1, 50], [7, 301], [5, 1000], [70, 64]] as const) {
       const logits = randoms(T * V, `z${V}`, 4);
       const targets = Array.from({ length: T }, (_, t) => (t * 37) % V);
@@ -45,7 +46,6 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
       const aloneLogProbs = await b.readF32(b.logProbs(f(b, logits.slice(-V), [1, V]), ids(b, targets.slice(-1))));
       expect(aloneLogProbs).toEqual(g[0]!.slice(-2));
     }
-    b.destroy();
   });
 
   it('matmul_backward: dy·W for f32 and f16 weights matches the cpu; a row is the same alone', async () => {
@@ -105,6 +105,7 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
 
   it.each(['gpu', 'cpu'] as const)('rmsnorm_backward and rmsnorm_weight_grad, %s layout, match the cpu; a row is the same alone', async (layout) => {
     const b = await createWebGpuBackend({ layout });
+    onTestFinished(() => b.destroy());
     for (const [T, D] of [[9, 301], [70, 64]] as const) {
       const [dy, x, w] = [randoms(T * D, 'dy'), randoms(T * D, 'x', 2), randoms(D, 'w')];
       const [g, c] = await both((be) => [be.rmsNormBackward(f(be, dy, [T, D]), f(be, x, [T, D]), f(be, w, [D]), 1e-6), be.rmsNormWeightGrad(f(be, dy, [T, D]), f(be, x, [T, D]), 1e-6)], b);
@@ -113,7 +114,6 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
       const alone = await b.readF32(b.rmsNormBackward(f(b, dy.slice(-D), [1, D]), f(b, x.slice(-D), [1, D]), f(b, w, [D]), 1e-6));
       expect(alone).toEqual(g[0]!.slice(-D));
     }
-    b.destroy();
   });
 
   it('swiglu_backward matches the cpu', async () => {
@@ -125,6 +125,7 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
 
   it.each(['gpu', 'cpu'] as const)("%s layout: the training forward's attention over packed sequences is the inference's over the KV cache, bit for bit", async (layout) => {
     const b = await createWebGpuBackend({ layout });
+    onTestFinished(() => b.destroy());
     const [heads, kvHeads, hd] = [4, 2, 16];
     const lengths = [5, 1, 70, 3];
     const positions = lengths.flatMap((L) => Array.from({ length: L }, (_, i) => i));
@@ -136,7 +137,6 @@ describe.skipIf(!gpu)('backward kernels on webgpu', () => {
     const inference = await b.readF32(b.attention(q, cache, 1, ids(b, slots), ids(b, positions), heads));
     const training = await b.readF32(b.attentionPacked(q, k, v, ids(b, positions), heads, kvHeads));
     expect(new Uint32Array(training.buffer)).toEqual(new Uint32Array(inference.buffer));
-    b.destroy();
   });
 
   it('attention forward and backward over packed sequences match the cpu; a sequence is the same alone', async () => {

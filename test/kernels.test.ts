@@ -272,17 +272,6 @@ describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
       for (let t = 0; t < T; t += 9) expect(bits(await be.readF32(be.rmsNorm(be.upload(rowOf(x, D, t), [1, D]), w, 1e-6)))).toEqual(bits(rowOf(batch, D, t)));
     });
 
-    // The trainer runs rmsNorm then matmul where inference runs the fused linear's norm and product in one; on the
-    // CPU layout they make the same sums (linear.wgsl's inverseRmsOf and xHat, rmsnorm.wgsl's SERIAL row).
-    it.each(STORAGES)('cpu layout: rmsNorm then matmul, with %s weights, is the fused linear with its norm, bit for bit', async (storage) => {
-      const be = layouts!.cpu;
-      const r = random(`norm then matmul ${storage}`);
-      const [K, N] = [131, 37];
-      const [x, w, g] = [be.upload(r.floats(T * K, 3), [T, K]), be.uploadWeight(r.floats(N * K), [N, K], storage), be.upload(r.floats(K), [K])];
-      const rows = uploadStepRows(be, { tokens: new Int32Array(T), slots: new Int32Array(T), positions: new Int32Array(T), adapters: new Int32Array(T).fill(-1), logitRows: Int32Array.from({ length: T }, (_, t) => t) });
-      const unfused = await be.readF32(be.matmul(be.rmsNorm(x, g, 1e-6), w));
-      expect(bits(await be.readF32(be.linear({ x, w: single(w), norm: { weight: g, eps: 1e-6 } }, rows)))).toEqual(bits(unfused));
-    });
 
     it.each(['gpu', 'cpu'] as const)('attention over mixed slots and positions, %s layout', async (layout) => {
       const b = layouts![layout];
@@ -329,6 +318,22 @@ describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
       const batch = await b.readI32(b.sample(b.upload(logits, [T, V]), rows));
       for (let m = 0; m < T; m++) expect((await b.readI32(b.sample(b.upload(rowOf(logits, V, m), [1, V]), [rows[m]!])))[0]).toBe(batch[m]);
     });
+  });
+
+  // The trainer runs rmsNorm then matmul where inference runs the fused linear's norm and product in one; on the
+  // CPU layout they make the same sums (linear.wgsl's inverseRmsOf and xHat, rmsnorm.wgsl's SERIAL row), for a
+  // lone row (the one-row variant) and for tiles of 16.
+  it.each(STORAGES)('cpu layout: rmsNorm then matmul, with %s weights, is the fused linear with its norm, bit for bit', async (storage) => {
+    const be = layouts!.cpu;
+    const r = random(`norm then matmul ${storage}`);
+    const [K, N] = [131, 37];
+    const [w, g] = [be.uploadWeight(r.floats(N * K), [N, K], storage), be.upload(r.floats(K), [K])];
+    for (const T of [1, 64]) {
+      const x = be.upload(r.floats(T * K, 3), [T, K]);
+      const rows = uploadStepRows(be, { tokens: new Int32Array(T), slots: new Int32Array(T), positions: new Int32Array(T), adapters: new Int32Array(T).fill(-1), logitRows: Int32Array.from({ length: T }, (_, t) => t) });
+      const unfused = await be.readF32(be.matmul(be.rmsNorm(x, g, 1e-6), w));
+      expect(bits(await be.readF32(be.linear({ x, w: single(w), norm: { weight: g, eps: 1e-6 } }, rows))), `T ${T}`).toEqual(bits(unfused));
+    }
   });
 
   describe('memory and ordering', () => {

@@ -132,15 +132,26 @@ export function unpadRows(rows: Float32Array, T: number, width: number, padded: 
 
 /** Rows a block of the row-block layout holds. */
 const BLOCK_ROWS = 16;
+// matmulBlocks streams every token's x (as f64) through each block, where the row-major kernel tiles tokens by 32: it
+// runs while x fits this (a core's L2: 128 tokens at d 256, 36 at d 896; measured faster up to 128 tokens at d 256),
+// the row-major kernel past it (long prompts, training).
+const MAX_BLOCK_X_BYTES = 256 * 1024;
+// The row blocks made in this process, all weights together, at most: they double an f16 weight's memory, and the
+// arena (4 GiB a thread) also holds the weights themselves, the KV caches and the kernels' scratch.
+const MAX_ROW_BLOCK_BYTES = 2 ** 30;
+let rowBlockBytes = 0;
 
-/** Each f16 weight's copy in row blocks, made at its first product (null: the arena is full). */
+/** Each f16 weight's copy in row blocks, made at its first product (null: over the budget, or the arena is full). */
 const rowBlocksOf = new WeakMap<Float32Array, Float32Array | null>();
+
+/** Whether w's row blocks exist (tests: a product went through them). */
+export const hasRowBlocks = (w: Tensor): boolean => w.dtype === 'f16' && rowBlocksOf.get(f32Of(w)) != null;
 
 /**
  * w [N, K] as blocks of 16 rows interleaved by k, [⌈N/16⌉][K][16] (rows past N zero), in the arena: matmulBlocks
  * reads a k's values of two rows with one load instead of pairing rows with shuffles (2x as fast for a lone token,
- * 1.3-1.7x for more). Only for f16 weights: they are read-only on this backend (write and adamwInPlace refuse
- * them), so the copy cannot go stale. It doubles their memory, so it is made at a weight's first product (a model
+ * 1.3-1.7x for more). Only for f16 weights: they are read-only on this backend (write, adamwInPlace and the
+ * evolution operators refuse them), so the copy cannot go stale. It doubles their memory, so it is made at a weight's first product (a model
  * used only through matmulBackward never makes it).
  */
 export function rowBlocks(w: Tensor): Float32Array | undefined {
@@ -149,8 +160,10 @@ export function rowBlocks(w: Tensor): Float32Array | undefined {
   let blocks = rowBlocksOf.get(ws);
   if (blocks === undefined) {
     const [N, K] = w.shape as [number, number];
-    blocks = cpuArena().f32(roundUp(N, BLOCK_ROWS) * K) ?? null;
+    const bytes = roundUp(N, BLOCK_ROWS) * K * 4;
+    blocks = rowBlockBytes + bytes <= MAX_ROW_BLOCK_BYTES ? (cpuArena().f32(bytes / 4) ?? null) : null;
     if (blocks) {
+      rowBlockBytes += bytes;
       blocks.fill(0);
       for (let n = 0; n < N; n++) {
         const at = Math.floor(n / BLOCK_ROWS) * K * BLOCK_ROWS + (n % BLOCK_ROWS);
@@ -162,8 +175,9 @@ export function rowBlocks(w: Tensor): Float32Array | undefined {
   return blocks ?? undefined;
 }
 
-/** x [T, K] against an f16 weight through its row blocks; undefined when the arena cannot hold them. */
+/** x [T, K] against an f16 weight through its row blocks; undefined past MAX_BLOCK_X_BYTES or without the blocks. */
 function matmulBlocks(xs: Float32Array, w: Tensor, T: number, N: number, K: number, bias?: Tensor): Tensor | undefined {
+  if (T * K * 8 > MAX_BLOCK_X_BYTES) return undefined;
   const blocks = rowBlocks(w);
   const nPad = roundUp(N, BLOCK_ROWS);
   const s = blocks && stage([T * K * 8, nPad * 4, T * nPad * 4]);

@@ -6,8 +6,14 @@ import { f32Of, i32Of } from './cpu-tensor.js';
 import { perturbInPlace } from './noise.js';
 import { combine, gram, type VectorRef } from './stacked-vectors.js';
 
+/** x, which the operator writes: never an f16 weight (cpu-dense.ts keeps read-only copies of those). */
+function writable(x: Tensor, what: string): Float32Array {
+  assert(x.dtype !== 'f16', `${what}: f16 tensors are read-only on the CPU backend; evolve f32 ones`);
+  return f32Of(x);
+}
+
 function slotRegion(x: Tensor, slotSize: number, slot: number, what: string): Float32Array {
-  const xs = f32Of(x);
+  const xs = writable(x, what);
   assert(Number.isInteger(slot) && slot >= 0 && (slot + 1) * slotSize <= xs.length, `${what}: slot ${slot} of ${slotSize} is outside a tensor of ${xs.length}`);
   return xs.subarray(slot * slotSize, (slot + 1) * slotSize);
 }
@@ -43,7 +49,7 @@ export function gramsInto(out: Tensor, bases: Tensor, grams: readonly GramOfVect
 
 /** The child's vectors may interleave with the parents' but not share an element with them (checked: the child has its own slot). */
 export function combineInPlace(x: Tensor, bases: Tensor, basesFrom: number, mix: Tensor, mixFrom: number, n: number, keep: number, length: number, stride: number): void {
-  const xs = f32Of(x);
+  const xs = writable(x, 'combineInPlace');
   const b = i32Of(bases).subarray(basesFrom, basesFrom + n + keep);
   const m = f32Of(mix).subarray(mixFrom, mixFrom + n * keep);
   assert(b.length === n + keep && m.length === n * keep, `combineInPlace: ${b.length} bases and a ${m.length}-element mix for n ${n}, keep ${keep}`);

@@ -10,7 +10,7 @@
 
 import type { Tensor } from './backend.js';
 import { denseKernel, padRows, roundUp, stage, unpadRows, weightBytes } from './cpu-dense.js';
-import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
+import { colsOf, concatColumns, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
 
 export function loraShrinkReference(x: Tensor, a: Tensor, adapters: Tensor, rank: number): Tensor {
   const [T, K] = [rowsOf(x), colsOf(x)];
@@ -111,7 +111,7 @@ export function loraShrinkParts(x: Tensor, parts: readonly Tensor[], adapters: T
   const rPad = roundUp(rank, 8);
   const weights = parts.map((a) => f32Of(a));
   const s = runs && stage([T * K * 8, rPad * 4, P * T * rPad * 4, ...weights.map(weightBytes)]);
-  if (!runs || !s) return concatColumns(parts.map((a) => loraShrinkReference(x, a, adapters, rank)), T, rank);
+  if (!runs || !s) return concatColumns(parts.map((a) => loraShrinkReference(x, a, adapters, rank)));
   s.putF64(0, xs);
   s.f32(1, rPad).fill(0);
   const sums = s.f32(2, P * T * rPad).fill(0); // part p's rows [T, rPad] at p·T·rPad
@@ -123,16 +123,6 @@ export function loraShrinkParts(x: Tensor, parts: readonly Tensor[], adapters: T
   const out = new Float32Array(T * P * rank);
   for (let p = 0; p < P; p++) for (let t = 0; t < T; t++) out.set(sums.subarray((p * T + t) * rPad, (p * T + t) * rPad + rank), (t * P + p) * rank);
   return tensor(out, [T, P * rank], 'f32');
-}
-
-/** Tensors [T, rank] side by side: [T, parts·rank]. */
-function concatColumns(parts: readonly Tensor[], T: number, rank: number): Tensor {
-  const out = new Float32Array(T * parts.length * rank);
-  parts.forEach((part, p) => {
-    const values = f32Of(part);
-    for (let t = 0; t < T; t++) out.set(values.subarray(t * rank, (t + 1) * rank), (t * parts.length + p) * rank);
-  });
-  return tensor(out, [T, parts.length * rank], 'f32');
 }
 
 export function loraExpand(y: Tensor, h: Tensor, b: Tensor, adapters: Tensor, scales: Tensor): void {

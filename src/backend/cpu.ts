@@ -8,7 +8,7 @@ import { assert, numel, type Backend, type KvCache, type LinearOp, type Packed, 
 import { roundToF16 } from './half.js';
 import { automatonMasks } from './automaton-mask.js';
 import { packSampleRows, sampleRow, SAMPLE_ROW_WORDS } from './sampling.js';
-import { colsOf, f32Of, i32Of, rowsOf, tensor, type CpuTensor } from './cpu-tensor.js';
+import { colsOf, concatColumns, f32Of, i32Of, rowsOf, tensor, type CpuTensor } from './cpu-tensor.js';
 import { cpuArena } from './cpu-arena.js';
 import * as attend from './cpu-attention.js';
 import * as backward from './cpu-backward.js';
@@ -295,19 +295,4 @@ function columns(x: Tensor, first: number, count: number): Tensor {
   const out = new Float32Array(T * count);
   for (let t = 0; t < T; t++) out.set(xs.subarray(t * N + first, t * N + first + count), t * count);
   return tensor(out, [T, count], 'f32');
-}
-
-/** [T, ΣN_i]: the tensors [T, N_i] side by side. */
-function concatColumns(parts: readonly Tensor[]): Tensor {
-  const T = rowsOf(parts[0]!);
-  const widths = parts.map(colsOf);
-  const N = widths.reduce((a, b) => a + b, 0);
-  const out = new Float32Array(T * N);
-  let first = 0;
-  parts.forEach((part, i) => {
-    const xs = f32Of(part);
-    for (let t = 0; t < T; t++) out.set(xs.subarray(t * widths[i]!, (t + 1) * widths[i]!), t * N + first);
-    first += widths[i]!;
-  });
-  return tensor(out, [T, N], 'f32');
 }

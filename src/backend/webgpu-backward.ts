@@ -144,8 +144,8 @@ export class BackwardKernels {
       this.g.recorder.dispatch('attention_packed', {}, fields, bindings, T * heads);
       return out;
     }
-    const threads = serialThreadsFor(T * heads); // the CPU layout: a thread per (token, head)
-    this.g.recorder.dispatch('attention_packed', { SERIAL: 1, SERIAL_THREADS: threads }, fields, bindings, Math.ceil((T * heads) / threads));
+    const { constants, groups } = rowKernelLayout(true, T * heads); // the CPU layout: a thread per (token, head)
+    this.g.recorder.dispatch('attention_packed', constants, fields, bindings, groups);
     return out;
   }
 

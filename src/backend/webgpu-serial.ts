@@ -41,9 +41,10 @@ export function serialTiling(units: number, paired: boolean, tiles: number, fixe
 export const serialThreadsFor = (items: number) => Math.min(SERIAL_THREADS, Math.max(8, 2 ** Math.ceil(Math.log2(items / HOST_CORES))));
 
 /**
- * The variant constants and workgroups of a kernel that reduces along rows (rmsnorm, rmsnorm_backward,
- * log_softmax): a workgroup of 256 threads a row and a tree (the GPU layout), or a thread a row (SERIAL), where
- * a software adapter would spend more on the tree's barriers than on the row (a 64-wide row: 100x, measured).
+ * The variant constants and workgroups of a kernel that gives each row a workgroup and a tree in its GPU layout
+ * (rmsnorm, rmsnorm_backward, log_softmax; attention and attention_packed, a (token, head) a row) and each row a
+ * thread in its CPU layout (SERIAL), in workgroups that give each core one where they can: a software adapter
+ * spends more on a tree's barriers than on a short row (a 64-wide row: 100x, measured).
  */
 export function rowKernelLayout(serial: boolean, rows: number): { constants: Record<string, number>; groups: number } {
   if (!serial) return { constants: {}, groups: rows };

@@ -18,7 +18,7 @@ import { EvolutionKernels } from './webgpu-evolution.js';
 import { Recorder, type Binding, type KernelVariant } from './webgpu-recorder.js';
 import { isBlocked, RowBlockOps, uploadBlocked } from './webgpu-row-blocks.js';
 import { wordOffsets } from './kernel-params.js';
-import { MAX_LORA_TM, MAX_SERIAL_TM, rowKernelLayout, SERIAL_THREADS, serialThreadsFor, serialTiling } from './webgpu-serial.js';
+import { MAX_LORA_TM, MAX_SERIAL_TM, rowKernelLayout, SERIAL_THREADS, serialTiling } from './webgpu-serial.js';
 
 const MAX_HEAD_DIM = 256; // attention.wgsl keeps the query in workgroup memory
 const MAX_TM = 8; // rows per matmul workgroup when T > 1 (matmul.wgsl's MAX_TM)
@@ -425,9 +425,8 @@ class WebGpuBackend implements Backend {
       this.recorder.dispatch('attention', {}, fields, bindings, T * heads);
       return out;
     }
-    // The CPU layout: a thread per (token, head), in workgroups small enough to give each core one where they can.
-    const threads = serialThreadsFor(T * heads);
-    this.recorder.dispatch('attention', { SERIAL: 1, SERIAL_THREADS: threads }, fields, bindings, Math.ceil((T * heads) / threads));
+    const { constants, groups } = rowKernelLayout(true, T * heads); // the CPU layout: a thread per (token, head)
+    this.recorder.dispatch('attention', constants, fields, bindings, groups);
     return out;
   }
 

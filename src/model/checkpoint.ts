@@ -154,12 +154,16 @@ function rejectUnsupportedBiases(stored: Map<string, StoredTensor>): void {
 /**
  * Seeded random weights. Matrices ~ Normal(0, 1/√in) so activations keep their scale through a tiny model and
  * the logits are far from uniform; norms are 1 + Normal(0, 0.1) so a test notices a norm weight left out.
+ * `tile`: draw at most this many values a tensor and repeat them (benchmarks of 7B shapes, whose speed does not
+ * depend on the values: drawing each of their 7 billion takes minutes).
  */
-export function randomModel(c: LlamaConfig, seed: number): ModelWeights {
+export function randomModel(c: LlamaConfig, seed: number, tile = Infinity): ModelWeights {
   const { normal } = normalStream(`populora-model-${seed}`);
   const make = (shape: number[], std: number, mean = 0): HostTensor => {
     const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
-    for (let i = 0; i < data.length; i++) data[i] = mean + std * normal();
+    const drawn = Math.min(data.length, tile);
+    for (let i = 0; i < drawn; i++) data[i] = mean + std * normal();
+    for (let i = drawn; i < data.length; i += drawn) data.copyWithin(i, 0, Math.min(drawn, data.length - i));
     return { data, shape };
   };
   const tensor = (shape: number[], key: LayerKey | 'norm' | 'matrix') =>
