@@ -14,7 +14,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 import { clusterRunOptions } from '../src/cli/cluster-options.js';
 import { openBackend } from '../src/backend/select.js';
 import { startEngineWorker } from '../src/cluster/engine-worker.js';
@@ -24,7 +24,7 @@ import { scenarioHash } from '../src/cluster/scenario-hash.js';
 import { loadScenario } from '../src/scenario/scenario.js';
 import { runScenario, type RunOptions } from '../src/sim/run.js';
 
-const { values: args } = parseArgs({ options: { scenario: { type: 'string', default: 'scenarios/quickstart.yaml' }, steps: { type: 'string', default: '6' }, backend: { type: 'string' }, rounds: { type: 'string', default: '3' }, out: { type: 'string', default: 'bench/results/cluster.json' } } });
+const args = benchArgs(import.meta.url, { options: { scenario: { type: 'string', default: 'scenarios/quickstart.yaml' }, steps: { type: 'string', default: '6' }, backend: { type: 'string' }, rounds: { type: 'string', default: '3' }, out: { type: 'string', default: 'bench/results/cluster.json' } } });
 const steps = Number(args.steps);
 const rounds = Number(args.rounds);
 const dir = mkdtempSync(join(tmpdir(), 'populora-bench-cluster-'));

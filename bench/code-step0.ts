@@ -9,7 +9,7 @@
 
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { PythonVerifierPool } from '../src/domains/python/verifier-pool.js';
 import { loadModel } from '../src/model/checkpoint.js';
@@ -19,7 +19,7 @@ import { Streams } from '../src/runtime/streams.js';
 import { loadScenario } from '../src/scenario/scenario.js';
 import { proposalValidity, solveRate, type HeldOutTasks } from '../src/domains/python/pretraining.js';
 
-const { values: args } = parseArgs({
+const args = benchArgs(import.meta.url, {
   options: {
     model: { type: 'string', default: 'models/python-tiny' },
     scenario: { type: 'string', default: 'scenarios/code.yaml' },

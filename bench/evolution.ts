@@ -10,7 +10,7 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import { BankEvolution } from '../src/evolution/device-operators.js';
 import { CROSSOVER_KINDS, crossover, mutate } from '../src/evolution/operators.js';
@@ -19,7 +19,7 @@ import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, randomAdapter, type LoraAdapter } from '../src/model/peft.js';
 import { threadCount } from '../src/runtime/worker-threads.js';
 
-const { values: args } = parseArgs({ options: { repeats: { type: 'string', default: '3' }, 'skip-7b': { type: 'boolean', default: false }, layers: { type: 'string', default: '32' }, device: { type: 'string' }, workers: { type: 'string', default: 'auto' }, out: { type: 'string', default: 'bench/results/evolution-cpu.json' } } });
+const args = benchArgs(import.meta.url, { options: { repeats: { type: 'string', default: '3' }, 'skip-7b': { type: 'boolean', default: false }, layers: { type: 'string', default: '32' }, device: { type: 'string' }, workers: { type: 'string', default: 'auto' }, out: { type: 'string', default: 'bench/results/evolution-cpu.json' } } });
 const repeats = Number(args.repeats);
 const layers = Number(args.layers);
 const workers = threadCount(args.workers === 'auto' ? 'auto' : Number(args.workers));

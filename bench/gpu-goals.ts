@@ -13,7 +13,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 
 export const PARTS = ['decode', 'lora-small', 'training', 'forward-7b', 'svd-7b'] as const;
 export type Part = (typeof PARTS)[number];
@@ -172,7 +172,7 @@ function runPart(part: Part, quick: boolean, limitS: number): PartOutcome<never>
 }
 
 function main(): void {
-  const { values: args } = parseArgs({ options: { parts: { type: 'string', default: PARTS.join(',') }, 'limit-s': { type: 'string', default: '420' }, quick: { type: 'boolean', default: false }, out: { type: 'string' } } });
+  const args = benchArgs(import.meta.url, { options: { parts: { type: 'string', default: PARTS.join(',') }, 'limit-s': { type: 'string', default: '420' }, quick: { type: 'boolean', default: false }, out: { type: 'string' } } });
   const parts = args.parts!.split(',').map((p) => p.trim());
   const unknown = parts.filter((p) => !PARTS.includes(p as Part));
   if (unknown.length > 0) throw new Error(`--parts: unknown ${unknown.join(', ')}; choose from ${PARTS.join(', ')}`);

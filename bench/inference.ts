@@ -15,7 +15,7 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 import type { Backend, WeightStorage } from '../src/backend/backend.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import { randomModel } from '../src/model/checkpoint.js';
@@ -29,7 +29,7 @@ import { presetConfig } from './presets.js';
 
 const ALL_SHAPES = '1x1,8x1,8x8,32x1,32x8,32x32';
 
-const { values: args } = parseArgs({
+const args = benchArgs(import.meta.url, {
   options: {
     preset: { type: 'string', default: 'bench-small' },
     backend: { type: 'string', default: 'webgpu' },

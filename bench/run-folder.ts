@@ -9,13 +9,13 @@
 import { mkdirSync, mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import { nodeDisk, type Disk } from '../src/runtime/durable.js';
 import { runScenario } from '../src/sim/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 
-const { values: args } = parseArgs({ options: { backend: { type: 'string', default: 'cpu' }, steps: { type: 'string', default: '10' }, 'checkpoint-every': { type: 'string', default: '1' }, dir: { type: 'string', default: tmpdir() }, out: { type: 'string', default: 'bench/results/run-folder.json' } } });
+const args = benchArgs(import.meta.url, { options: { backend: { type: 'string', default: 'cpu' }, steps: { type: 'string', default: '10' }, 'checkpoint-every': { type: 'string', default: '1' }, dir: { type: 'string', default: tmpdir() }, out: { type: 'string', default: 'bench/results/run-folder.json' } } });
 const steps = Number(args.steps);
 const scenario = parseScenario(
   `name: bench-run-folder

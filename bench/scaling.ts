@@ -7,7 +7,7 @@
 
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 import { TINY_CONFIGS } from '../src/model/config.js';
 import { LORA_MODULES } from '../src/model/peft.js';
 import {
@@ -15,7 +15,7 @@ import {
   phaseSeconds, simulateImbalance, stepCounts, tapeBytesPerToken, trafficPerStep, type EnginePlan, type Rates, type Wire, type Workload,
 } from './scaling-model.js';
 
-const { values: args } = parseArgs({ options: { 'prompt-tokens': { type: 'string', default: '512' }, 'max-tokens': { type: 'string', default: '192' }, steps: { type: 'string', default: '400' }, out: { type: 'string', default: 'bench/results/scaling-model.json' } } });
+const args = benchArgs(import.meta.url, { options: { 'prompt-tokens': { type: 'string', default: '512' }, 'max-tokens': { type: 'string', default: '192' }, steps: { type: 'string', default: '400' }, out: { type: 'string', default: 'bench/results/scaling-model.json' } } });
 
 // Measured inputs, each from its committed file.
 const results = (file: string) => JSON.parse(readFileSync(`bench/results/${file}`, 'utf8'));

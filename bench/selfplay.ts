@@ -9,13 +9,13 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import { runScenario } from '../src/sim/run.js';
 import type { Service } from '../src/runtime/world.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 
-const { values: args } = parseArgs({ options: { backend: { type: 'string', default: 'webgpu' }, steps: { type: 'string', default: '3' }, workers: { type: 'string', default: '2' }, out: { type: 'string', default: 'bench/results/selfplay.json' } } });
+const args = benchArgs(import.meta.url, { options: { backend: { type: 'string', default: 'webgpu' }, steps: { type: 'string', default: '3' }, workers: { type: 'string', default: '2' }, out: { type: 'string', default: 'bench/results/selfplay.json' } } });
 const steps = Number(args.steps);
 const scenario = parseScenario(
   `name: bench-selfplay

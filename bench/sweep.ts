@@ -10,12 +10,12 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 import { jsonText } from '../src/runtime/durable.js';
 import { planSweep } from '../src/sweep/grid.js';
 import type { SweepState } from '../src/sweep/state.js';
 
-const { values: args } = parseArgs({ options: { sweep: { type: 'string', default: 'scenarios/sweeps/paper-toy-short.yaml' }, parallel: { type: 'string', default: '1,2' }, rounds: { type: 'string', default: '2' }, dir: { type: 'string', default: tmpdir() }, out: { type: 'string', default: 'bench/results/sweep-cpu.json' } } });
+const args = benchArgs(import.meta.url, { options: { sweep: { type: 'string', default: 'scenarios/sweeps/paper-toy-short.yaml' }, parallel: { type: 'string', default: '1,2' }, rounds: { type: 'string', default: '2' }, dir: { type: 'string', default: tmpdir() }, out: { type: 'string', default: 'bench/results/sweep-cpu.json' } } });
 const cli = join(dirname(new URL(import.meta.url).pathname), '..', 'src', 'cli', 'main.js');
 const plan = planSweep(args.sweep);
 const root = mkdtempSync(join(args.dir, 'populora-bench-sweep-'));

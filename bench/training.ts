@@ -10,7 +10,7 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 import { numel, type Tensor, type WeightStorage } from '../src/backend/backend.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import { randomModel } from '../src/model/checkpoint.js';
@@ -24,7 +24,7 @@ import { policyGradientStep, readLogProbs } from '../src/train/steps.js';
 import { printProfile, profilePhase, type PhaseProfile } from './kernel-profile.js';
 import { presetConfig } from './presets.js';
 
-const { values: args } = parseArgs({
+const args = benchArgs(import.meta.url, {
   options: {
     preset: { type: 'string', default: 'bench-small' },
     backend: { type: 'string', default: 'webgpu' },

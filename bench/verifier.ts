@@ -8,14 +8,14 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './args.js';
 import type { VerifyJob } from '../src/domains/domain.js';
 import { DEFAULT_FUEL, PythonExecutor } from '../src/domains/python/executor.js';
 import { proposalText } from '../src/domains/python/tasks.js';
 import { verifyCode } from '../src/domains/python/verify-jobs.js';
 import { PythonVerifierPool } from '../src/domains/python/verifier-pool.js';
 
-const { values: args } = parseArgs({ options: { jobs: { type: 'string', default: '240' }, workers: { type: 'string', default: '2' }, out: { type: 'string', default: 'bench/results/verifier.json' } } });
+const args = benchArgs(import.meta.url, { options: { jobs: { type: 'string', default: '240' }, workers: { type: 'string', default: '2' }, out: { type: 'string', default: 'bench/results/verifier.json' } } });
 const jobCount = Number(args.jobs);
 const workers = Number(args.workers);
 

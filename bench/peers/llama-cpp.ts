@@ -19,7 +19,7 @@ import { createRequire } from 'node:module';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { benchArgs } from '../args.js';
 import type { Backend } from '../../src/backend/backend.js';
 import { openBackend } from '../../src/backend/select.js';
 import { loadModel, randomModel, saveModel, type ModelWeights } from '../../src/model/checkpoint.js';
@@ -31,7 +31,7 @@ import { LORA_MODULES, loadPeftAdapter, randomAdapter, savePeftAdapter } from '.
 import { presetConfig } from '../presets.js';
 import type { LlamaCppBackend, LlamaCppInfo, PeerReply, PeerRequest, PeerSetup, TimedShape } from './protocol.js';
 
-const { values: args } = parseArgs({
+const args = benchArgs(import.meta.url, {
   options: {
     preset: { type: 'string', default: 'bench-small' },
     prompt: { type: 'string', default: '32' },
