@@ -129,11 +129,12 @@ fn serial(index: u32, thread: u32) {
   for (var t = u0; t < tEnd; t++) {
     for (var h = g * groupSize; h < (g + 1u) * groupSize; h++) {
       let qBase = (t * p.heads + h) * hd;
-      // Lane l = 4i + c of the GPU layout sums d = l, l + 64, ...: quad i holds lanes 4i .. 4i + 3.
+      // Lane l = 4i + c of the GPU layout sums d = l, l + 64, ...: quad i holds lanes 4i .. 4i + 3. Quads wholly
+      // past hd (hd < 64) stay +0, as the lanes past hd do there (a sum from +0 of nothing).
       var qk = array<vec4f, 16>();
       var gv = array<vec4f, 16>();
       for (var d0 = 0u; d0 < hd; d0 += THREADS) {
-        for (var i = 0u; i < 16u; i++) {
+        for (var i = 0u; i < 16u && d0 + 4u * i < hd; i++) {
           let d = d0 + 4u * i;
           var qs = vec4f();
           var gs = vec4f();
