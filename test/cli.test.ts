@@ -326,6 +326,9 @@ describe('the run folder from the command line', () => {
     rmSync(join(noLog, 'events.msgpack'));
     expectOneLine(populora('replay', noLog), `populora: ${join(noLog, 'events.msgpack')} is missing: there is no recorded run to replay (a run writes its log from its first step; was it started?)`);
 
+    // Over NATS the verifier's processes are workers of their own: a --verifier-workers there would be ignored.
+    expectOneLine(populora('run', longRun, '--nats', 'nats://127.0.0.1:1', '--verifier-workers', '2'), 'populora: --verifier-workers has no effect with --nats: over NATS the verifier runs on verifier workers; start them with populora worker SCENARIO --nats URL --verifier --threads N');
+
     const aFile = join(dir, 'a-file');
     writeFileSync(aFile, 'x');
     expectOneLine(populora('run', longRun, '--out', aFile), `populora: ${aFile} is a file, not a folder: give --out a folder (a new one, or a run's to --resume)`);

@@ -5,6 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
 import cliProgress from 'cli-progress';
+import type { Command } from 'commander';
 import { loadRun, writeReport } from '../report/report.js';
 import { loadScenario, parseScenario } from '../scenario/scenario.js';
 import type { StepMetrics } from '../sim/metrics.js';
@@ -15,8 +16,11 @@ import { UsageError } from './run-command.js';
 
 const percent = (x: number | null) => (x === null ? '  -  ' : `${(100 * x).toFixed(0).padStart(3)}%`);
 
-export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; nats?: string; cluster: string }): Promise<void> {
+export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; nats?: string; cluster: string }, command?: Command): Promise<void> {
   if (options.resume && scenarioFile) throw new UsageError('give either a scenario or --resume DIR, not both (a resumed run uses the scenario recorded in its folder)');
+  if (options.nats && command?.getOptionValueSource('verifierWorkers') === 'cli') {
+    throw new UsageError('--verifier-workers has no effect with --nats: over NATS the verifier runs on verifier workers; start them with populora worker SCENARIO --nats URL --verifier --threads N');
+  }
   if (!options.resume && !scenarioFile) throw new UsageError('give a scenario file (e.g. scenarios/quickstart.yaml) or --resume DIR');
   const resumeDir = options.resume;
   const file = resumeDir ? join(resumeDir, 'scenario.json') : scenarioFile!;
