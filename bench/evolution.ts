@@ -10,7 +10,7 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { benchArgs } from './args.js';
+import { BenchUsageError, benchArgs } from './args.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import { BankEvolution } from '../src/evolution/device-operators.js';
 import { CROSSOVER_KINDS, crossover, mutate } from '../src/evolution/operators.js';
@@ -23,8 +23,8 @@ const args = benchArgs(import.meta.url, { options: { repeats: { type: 'string', 
 const repeats = Number(args.repeats);
 const layers = Number(args.layers);
 const workers = threadCount(args.workers === 'auto' ? 'auto' : Number(args.workers));
-if (!(Number.isInteger(workers) && workers >= 1)) throw new Error(`--workers takes a whole number of threads or auto, got ${args.workers}`);
-if (!(Number.isInteger(layers) && layers >= 1)) throw new Error(`--layers takes a whole number of layers (1 to 32), got ${args.layers}`);
+if (!(Number.isInteger(workers) && workers >= 1)) throw new BenchUsageError(`--workers takes a whole number of threads or auto, got ${args.workers}`);
+if (!(Number.isInteger(layers) && layers >= 1)) throw new BenchUsageError(`--layers takes a whole number of layers (1 to 32), got ${args.layers}`);
 const LLAMA_7B: LlamaConfig = { ...TINY_CONFIGS['tiny']!, vocabSize: 32000, hiddenSize: 4096, intermediateSize: 11008, numLayers: layers, numHeads: 32, numKvHeads: 32, headDim: 128 };
 
 const shapes: Array<[string, LlamaConfig, number]> = [['toy (tiny, r 8)', TINY_CONFIGS['tiny']!, 8]];

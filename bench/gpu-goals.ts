@@ -13,7 +13,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { benchArgs } from './args.js';
+import { BenchUsageError, benchArgs } from './args.js';
 
 export const PARTS = ['decode', 'lora-small', 'training', 'forward-7b', 'svd-7b'] as const;
 export type Part = (typeof PARTS)[number];
@@ -175,9 +175,9 @@ function main(): void {
   const args = benchArgs(import.meta.url, { options: { parts: { type: 'string', default: PARTS.join(',') }, 'limit-s': { type: 'string', default: '420' }, quick: { type: 'boolean', default: false }, out: { type: 'string' } } });
   const parts = args.parts!.split(',').map((p) => p.trim());
   const unknown = parts.filter((p) => !PARTS.includes(p as Part));
-  if (unknown.length > 0) throw new Error(`--parts: unknown ${unknown.join(', ')}; choose from ${PARTS.join(', ')}`);
+  if (unknown.length > 0) throw new BenchUsageError(`--parts: unknown ${unknown.join(', ')}; choose from ${PARTS.join(', ')}`);
   const limitS = Number(args['limit-s']);
-  if (!(limitS > 0)) throw new Error(`--limit-s: ${args['limit-s']} is not a positive number of seconds`);
+  if (!(limitS > 0)) throw new BenchUsageError(`--limit-s: ${args['limit-s']} is not a positive number of seconds`);
   const skipped = args.quick ? ['forward-7b', 'svd-7b'] : [];
   const outcomes: Outcomes = {};
   for (const part of PARTS) if (parts.includes(part) && !skipped.includes(part)) (outcomes as Record<Part, PartOutcome<never>>)[part] = runPart(part, args.quick!, limitS);

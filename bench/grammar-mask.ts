@@ -13,7 +13,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
-import { benchArgs } from './args.js';
+import { BenchUsageError, benchArgs } from './args.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import type { FormatName } from '../src/domains/domain.js';
 import { randomTask } from '../src/domains/arith/corpus.js';
@@ -30,8 +30,8 @@ import { Streams } from '../src/runtime/streams.js';
 
 const args = benchArgs(import.meta.url, { options: { device: { type: 'string', default: 'webgpu' }, rounds: { type: 'string', default: '3' }, repeats: { type: 'string', default: '3' }, out: { type: 'string', default: 'bench/results/lavapipe-automaton-mask.json' } } });
 const [rounds, repeats] = [Number(args.rounds), Number(args.repeats)];
-if (!(Number.isInteger(rounds) && rounds >= 1)) throw new Error(`--rounds takes a whole number, got ${args.rounds}`);
-if (!(Number.isInteger(repeats) && repeats >= 1)) throw new Error(`--repeats takes a whole number, got ${args.repeats}`);
+if (!(Number.isInteger(rounds) && rounds >= 1)) throw new BenchUsageError(`--rounds takes a whole number, got ${args.rounds}`);
+if (!(Number.isInteger(repeats) && repeats >= 1)) throw new BenchUsageError(`--repeats takes a whole number, got ${args.repeats}`);
 
 const FOLDER = 'models/arith-tiny';
 const backend = await openBackend(args.device as BackendChoice);

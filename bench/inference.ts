@@ -15,7 +15,7 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { benchArgs } from './args.js';
+import { BenchUsageError, benchArgs } from './args.js';
 import type { Backend, WeightStorage } from '../src/backend/backend.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import { randomModel } from '../src/model/checkpoint.js';
@@ -50,7 +50,7 @@ const args = benchArgs(import.meta.url, {
 const parseShapes = (option: string, list: string, fewestAdapters: number) =>
   list.split(',').filter((shape) => shape !== '' && shape !== 'none').map((shape) => {
     const [batch, adapters] = shape.split('x').map(Number);
-    if (!(batch! >= 1 && adapters! >= fewestAdapters)) throw new Error(`--${option}: "${shape}" is not BATCHxADAPTERS with at least ${fewestAdapters} adapters, e.g. 8x8`);
+    if (!(batch! >= 1 && adapters! >= fewestAdapters)) throw new BenchUsageError(`--${option}: "${shape}" is not BATCHxADAPTERS with at least ${fewestAdapters} adapters, e.g. 8x8${fewestAdapters > 0 ? ' (each batch gets its base-only row too)' : ''}`);
     return [batch!, adapters!] as const;
   });
 const SHAPES = parseShapes('shapes', args.shapes!, 1);

@@ -1,12 +1,13 @@
-// bench/args.ts through a real benchmark script (built, as `npm test` builds first): --help prints the script's
-// header comment, a bad option is named in one line above that text with exit code 2 and no stack trace.
+// bench/args.ts through real benchmark scripts (built, as `npm test` builds first): --help prints the script's
+// header comment; a bad option, or a bad option value, is named in one line with exit code 2 and no stack trace.
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..');
-const bench = (...args: string[]) => spawnSync('node', [join(root, 'dist', 'bench', 'verifier.js'), ...args], { encoding: 'utf8' });
+const run = (script: string, ...args: string[]) => spawnSync('node', [join(root, 'dist', 'bench', script), ...args], { encoding: 'utf8' });
+const bench = (...args: string[]) => run('verifier.js', ...args);
 const firstHeaderLine = readFileSync(join(root, 'bench', 'verifier.ts'), 'utf8').split('\n')[0]!.replace(/^\/\/ /, '');
 
 describe("the benchmarks' command lines", () => {
@@ -23,5 +24,11 @@ describe("the benchmarks' command lines", () => {
     expect(result.stderr.split('\n')[0]).toMatch(/^verifier\.js: Unknown option '--job'/);
     expect(result.stderr).toContain(firstHeaderLine);
     expect(result.stderr).not.toMatch(/^\s+at /m);
+  });
+
+  it('names a bad option value in one line, without a stack trace', () => {
+    const result = run('inference.js', '--shapes', '1x0');
+    expect(result.status).toBe(2);
+    expect(result.stderr.trim()).toBe('inference.js: --shapes: "1x0" is not BATCHxADAPTERS with at least 1 adapters, e.g. 8x8 (each batch gets its base-only row too) (--help: its options)');
   });
 });

@@ -19,7 +19,7 @@ import { createRequire } from 'node:module';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { benchArgs } from '../args.js';
+import { BenchUsageError, benchArgs } from '../args.js';
 import type { Backend } from '../../src/backend/backend.js';
 import { openBackend } from '../../src/backend/select.js';
 import { loadModel, randomModel, saveModel, type ModelWeights } from '../../src/model/checkpoint.js';
@@ -358,7 +358,7 @@ async function main() {
   const config = presetConfig(args.preset!);
   const [promptLen, decodeSteps, rank, adapters, rounds] = [args.prompt, args.decode, args.rank, args.adapters, args.rounds].map(Number) as [number, number, number, number, number];
   const names = args.pairs!.split(',').map((p) => {
-    if (!(p in PEER_OF)) throw new Error(`--pairs: unknown "${p}"; choose from ${Object.keys(PEER_OF).join(', ')}`);
+    if (!(p in PEER_OF)) throw new BenchUsageError(`--pairs: unknown "${p}"; choose from ${Object.keys(PEER_OF).join(', ')}`);
     return p as PopuloraBackend;
   });
 
