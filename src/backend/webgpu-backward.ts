@@ -140,11 +140,7 @@ export class BackwardKernels {
     const { T, fields } = this.attentionShape(q, k, positions, heads, kvHeads);
     const out = this.g.output(q.shape);
     const bindings = [this.g.f32(q, 'attention: q'), this.g.f32(k, 'attention: k'), this.g.f32(v, 'attention: v'), this.g.i32(positions, T, 'attention: positions'), out];
-    if (this.g.layout === 'gpu') {
-      this.g.recorder.dispatch('attention_packed', {}, fields, bindings, T * heads);
-      return out;
-    }
-    const { constants, groups } = rowKernelLayout(true, T * heads); // the CPU layout: a thread per (token, head)
+    const { constants, groups } = rowKernelLayout(this.g.layout === 'cpu', T * heads); // a (token, head) a row
     this.g.recorder.dispatch('attention_packed', constants, fields, bindings, groups);
     return out;
   }

@@ -421,11 +421,7 @@ class WebGpuBackend implements Backend {
     const fields = { T, heads, kvHeads, headDim, slots: cache.slots, maxLen, layerBase: kLayer.layerBase, scale: 1 / Math.sqrt(headDim) };
     const ids = [this.i32(slots, T, 'attention: slots'), this.i32(positions, T, 'attention: positions')];
     const bindings = [this.f32(q, 'attention: q'), ...ids, kLayer.binding, vLayer.binding, out];
-    if (this.layout === 'gpu') {
-      this.recorder.dispatch('attention', {}, fields, bindings, T * heads);
-      return out;
-    }
-    const { constants, groups } = rowKernelLayout(true, T * heads); // the CPU layout: a thread per (token, head)
+    const { constants, groups } = rowKernelLayout(this.layout === 'cpu', T * heads); // a (token, head) a row
     this.recorder.dispatch('attention', constants, fields, bindings, groups);
     return out;
   }

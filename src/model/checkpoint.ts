@@ -161,7 +161,7 @@ export function randomModel(c: LlamaConfig, seed: number, tile = Infinity): Mode
   const { normal } = normalStream(`populora-model-${seed}`);
   const make = (shape: number[], std: number, mean = 0): HostTensor => {
     const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
-    const drawn = Math.min(data.length, tile);
+    const drawn = Math.min(data.length, Math.max(1, tile));
     for (let i = 0; i < drawn; i++) data[i] = mean + std * normal();
     for (let i = drawn; i < data.length; i += drawn) data.copyWithin(i, 0, Math.min(drawn, data.length - i));
     return { data, shape };
