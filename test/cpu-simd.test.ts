@@ -1,5 +1,6 @@
-// The CPU backend's WebAssembly SIMD paths (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts; kernels/cpu/dense.wat,
-// attention.wat) against their plain-loop references, bit for bit, over random shapes (odd sizes, sizes around the
+// The CPU backend's WebAssembly SIMD paths (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts, cpu-train-attention.ts;
+// kernels/cpu/dense.wat, attention.wat, train_attention.wat) and logitsBackward's fast path against their
+// plain-loop references, bit for bit, over random shapes (odd sizes, sizes around the
 // kernels' tiles of 4 and 8, f32 and f16-rounded weights, weights in the arena, outside it and as parts of a packed
 // tensor, adapter slots in runs, unused and past the bank; f16 weights through their row blocks) and inputs
 // whose sums cancel; the references against sums computed here; and a whole model, forward, decode at batch 1 and
@@ -225,6 +226,60 @@ describe('the SIMD products equal their references bit for bit', () => {
     }
   });
 
+  it('training attention and its backward over packed sequences: any heads per kv head, odd head sizes, ragged sequences', () => {
+    const r = random('training attention');
+    for (let trial = 0; trial < 60; trial++) {
+      const [kvHeads, group, headDim] = [r.pick([1, 2, 3]), r.pick([1, 2, 4]), r.pick([1, 3, 8, 9, 16, 20])];
+      const heads = kvHeads * group;
+      const cancel = trial % 2 === 0;
+      const lengths = Array.from({ length: 1 + r.int(4) }, () => (cancel ? r.pick([2, 4, 8, 32]) : 1 + r.int(trial % 3 === 0 ? 40 : 9)));
+      const positions = lengths.flatMap((n) => Array.from({ length: n }, (_, i) => i));
+      const seqEnds = lengths.flatMap((n, s) => Array(n).fill(lengths.slice(0, s + 1).reduce((x, y) => x + y, 0)) as number[]);
+      const T = positions.length;
+      // Cancelling: sequences of n = 2^i tokens whose keys are all the same (probabilities 1/(t + 1), exact), the
+      // first key's values +H and the last's −H (the forward's sums over keys cancel), the first token's output
+      // gradients +H and the last's −H·n (dV's sums over tokens and heads cancel at key 0: 1·H against (1/n)·H·n),
+      // so that another order of either sum gives other bits. Otherwise: ragged sequences, scores beyond exp's range.
+      const [q, k, v, dOut] = [r.floats(T * heads * headDim, cancel ? 0 : 6), r.floats(T * kvHeads * headDim, cancel ? 0 : 6), r.floats(T * kvHeads * headDim), r.floats(T * heads * headDim)];
+      let first = 0;
+      for (const n of lengths.filter(() => cancel)) {
+        const [kvRow, qRow] = [kvHeads * headDim, heads * headDim];
+        for (let i = 1; i < n; i++) k.copyWithin((first + i) * kvRow, first * kvRow, (first + 1) * kvRow);
+        v.fill(H, first * kvRow, (first + 1) * kvRow).fill(-H, (first + n - 1) * kvRow, (first + n) * kvRow);
+        dOut.fill(H, first * qRow, (first + 1) * qRow).fill(-H * n, (first + n - 1) * qRow, (first + n) * qRow);
+        first += n;
+      }
+      const [qt, kt, vt, gt] = [cpu.upload(q, [T, heads * headDim]), cpu.upload(k, [T, kvHeads * headDim]), cpu.upload(v, [T, kvHeads * headDim]), cpu.upload(dOut, [T, heads * headDim])];
+      const [pos, ends] = [cpu.uploadI32(Int32Array.from(positions), [T]), cpu.uploadI32(Int32Array.from(seqEnds), [T])];
+      const what = `${heads} heads, ${kvHeads} kv heads, head size ${headDim}, sequences of ${lengths.join(', ')}${cancel ? ', cancelling' : ''}`;
+      const out = cpu.attentionPacked(qt, kt, vt, pos, heads, kvHeads);
+      expect(bits(out), what).toEqual(bits(plain.attentionPacked(qt, kt, vt, pos, heads, kvHeads)));
+      const fast = cpu.attentionBackward(gt, qt, kt, vt, out, pos, ends, heads, kvHeads);
+      const reference = plain.attentionBackward(gt, qt, kt, vt, out, pos, ends, heads, kvHeads);
+      fast.forEach((grad, i) => expect(bits(grad), `${['dq', 'dk', 'dv'][i]}: ${what}`).toEqual(bits(reference[i]!)));
+    }
+  });
+
+  it('logitsBackward: odd vocabularies, probabilities that underflow to 0, zero and negative weights', () => {
+    const r = random('logits backward');
+    for (let trial = 0; trial < 30; trial++) {
+      const [T, V] = [r.pick([1, 2, 5, 9]), r.pick([1, 2, 3, 7, 64, 65, 1001])];
+      // Logits over 2^±6 (some exp(z - max) underflow to 0, so log p is skipped); a few rows share one huge value.
+      // Order: rows whose first logit is the max (term 1) and the rest e^-38 below it (terms under half an ulp
+      // of 1): added in order each rounds away and p_0 = 1 exactly, so the target 0's 1 - p_0 is 0; added in
+      // another order they add up, and 1 - p_0 is not 0.
+      const z = r.floats(T * V, 6);
+      if (trial % 3 === 0) for (let i = 0; i < z.length; i += 5) z[i] = 1e4;
+      const order = trial % 3 === 1 && V > 100;
+      if (order) for (let i = 0; i < z.length; i++) z[i] = i % V === 0 ? 0 : -38;
+      const logits = cpu.upload(z, [T, V]);
+      const targets = cpu.uploadI32(Int32Array.from({ length: T }, () => (order ? 0 : r.int(V))), [T]);
+      const weights = () => cpu.upload(Float32Array.from({ length: T }, () => (order ? 1 : r.pick([0, -0.5, 1, 3e-3, r.floats(1)[0]!]))), [T]);
+      const [logpWeight, entropyWeight] = [weights(), weights()];
+      expect(bits(cpu.logitsBackward(logits, targets, logpWeight, entropyWeight)), `${T} rows of ${V}`).toEqual(bits(plain.logitsBackward(logits, targets, logpWeight, entropyWeight)));
+    }
+  });
+
   it('bad shapes get the references\' errors', () => {
     const w = cpu.uploadWeight(new Float32Array(8), [2, 4], 'f32');
     expect(() => dense.matmul(cpu.upload(new Float32Array(6), [2, 3]), w)).toThrow(/matmul: x has 3 columns but the weight has 4/);
@@ -250,6 +305,40 @@ describe('the references', () => {
     const h = read(lora.loraShrinkReference(cpu.upload(xs.subarray(0, 2 * K), [2, K]), cpu.upload(ws.subarray(0, 2 * rank * K), [2 * rank, K]), adapters, rank));
     for (let j = 0; j < rank; j++) expect(h[j]).toBe(Math.fround(Array.from({ length: K }, (_, k) => xs[k]! * ws[(rank + j) * K + k]!).reduce((s, p) => s + p, 0)));
     expect(Array.from(h.subarray(rank))).toEqual([0, 0]);
+  });
+
+  it('ropeInPlace and adamwInPlace equal their definitions computed here, element by element (their loops were rewritten for speed)', () => {
+    const r = random('rope and adamw');
+    const [T, heads, headDim, maxLen] = [5, 3, 6, 9];
+    const [xs, table] = [r.floats(T * heads * headDim, 4), r.floats(maxLen * headDim, 0)];
+    const positions = Int32Array.from({ length: T }, () => r.int(maxLen));
+    const x = cpu.upload(xs, [T, heads * headDim]);
+    cpu.ropeInPlace(x, cpu.uploadI32(positions, [T]), cpu.upload(table, [maxLen, headDim]), heads, headDim);
+    const half = headDim / 2;
+    const rotated = read(x);
+    for (let t = 0; t < T; t++) {
+      for (let i = 0; i < heads * half; i++) {
+        const [base, j] = [(t * heads + Math.floor(i / half)) * headDim, i % half];
+        const [cos, sin] = [table[positions[t]! * headDim + j]!, table[positions[t]! * headDim + half + j]!];
+        expect(rotated[base + j]).toBe(Math.fround(xs[base + j]! * cos - xs[base + half + j]! * sin));
+        expect(rotated[base + half + j]).toBe(Math.fround(xs[base + half + j]! * cos + xs[base + j]! * sin));
+      }
+    }
+    // Three slots of 5: the middle one frozen (lr 0).
+    const [slotSize, hyper] = [5, { beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0.1 }];
+    const [p0, g, m0, v0] = [r.floats(15, 2), r.floats(15, 4), r.floats(15, 2), r.floats(15, 2).map(Math.abs)];
+    const sp = Float32Array.of(0.01, 0.5, 1.1, 1.01, 0, 1, 1, 1, 0.003, 2, 10, 100);
+    const [param, m, v] = [cpu.upload(p0, [15]), cpu.upload(m0, [15]), cpu.upload(v0, [15])];
+    cpu.adamwInPlace(param, cpu.upload(g, [15]), m, v, slotSize, cpu.upload(sp, [3, 4]), hyper);
+    for (let i = 0; i < 15; i++) {
+      const s = Math.floor(i / slotSize);
+      const [lr, scale, c1, c2] = [sp[s * 4]!, sp[s * 4 + 1]!, sp[s * 4 + 2]!, sp[s * 4 + 3]!];
+      const gi = g[i]! * scale;
+      const mi = Math.fround(hyper.beta1 * m0[i]! + (1 - hyper.beta1) * gi);
+      const vi = Math.fround(hyper.beta2 * v0[i]! + (1 - hyper.beta2) * gi * gi);
+      const pi = Math.fround(p0[i]! - lr * ((mi * c1) / (Math.sqrt(vi * c2) + hyper.eps) + hyper.weightDecay * p0[i]!));
+      expect([read(param)[i], read(m)[i], read(v)[i]], `element ${i}`).toEqual(lr === 0 ? [p0[i], m0[i], v0[i]] : [pi, mi, vi]);
+    }
   });
 });
 

@@ -1,5 +1,6 @@
 // The CPU reference of the backward ops (backend.ts, "Backward ops"): the plain chain rule, f64 accumulation,
 // f32 results. The WGSL twins in kernels/ are tested against these, and these against finite differences.
+// logitsBackward is logitsBackwardReference's fast path (the same bits); training attention's is cpu-train-attention.ts.
 // matmulBackward and outerProductSum (the dense products) live in cpu-dense.ts, the LoRA products in cpu-lora.ts.
 
 import { assert, numel, type AdamWHyper, type Tensor } from './backend.js';
@@ -36,7 +37,7 @@ export function logProbs(logits: Tensor, targets: Tensor): Tensor {
   return tensor(out, [T, 2], 'f32');
 }
 
-export function logitsBackward(logits: Tensor, targets: Tensor, logpWeight: Tensor, entropyWeight: Tensor): Tensor {
+export function logitsBackwardReference(logits: Tensor, targets: Tensor, logpWeight: Tensor, entropyWeight: Tensor): Tensor {
   const [T, V] = [rowsOf(logits), colsOf(logits)];
   const [zs, ys, cw, ew] = [f32Of(logits), i32Of(targets), f32Of(logpWeight), f32Of(entropyWeight)];
   const out = new Float32Array(T * V);
@@ -47,6 +48,41 @@ export function logitsBackward(logits: Tensor, targets: Tensor, logpWeight: Tens
       const pv = p[v]!;
       const logp = pv > 0 ? Math.log(pv) : 0;
       out[t * V + v] = -cw[t]! * ((v === ys[t] ? 1 : 0) - pv) + ew[t]! * pv * (logp + h);
+    }
+  }
+  return tensor(out, [T, V], 'f32');
+}
+
+let rowScratch = new Float64Array(0);
+
+/**
+ * logitsBackwardReference's fast path, equal bit for bit: the same softmax and sums, each log p taken once (the
+ * reference takes it twice, for the entropy and for the gradient: with the exp, most of its time at bench-small's
+ * vocabulary of 4096), into scratch reused across rows and calls.
+ */
+export function logitsBackward(logits: Tensor, targets: Tensor, logpWeight: Tensor, entropyWeight: Tensor): Tensor {
+  const [T, V] = [rowsOf(logits), colsOf(logits)];
+  const [zs, ys, cw, ew] = [f32Of(logits), i32Of(targets), f32Of(logpWeight), f32Of(entropyWeight)];
+  if (rowScratch.length < 2 * V) rowScratch = new Float64Array(2 * V);
+  const [p, logp] = [rowScratch.subarray(0, V), rowScratch.subarray(V, 2 * V)]; // [V] each
+  const out = new Float32Array(T * V);
+  for (let t = 0; t < T; t++) {
+    const row = t * V;
+    let max = -Infinity;
+    for (let v = 0; v < V; v++) max = Math.max(max, zs[row + v]!);
+    let total = 0;
+    for (let v = 0; v < V; v++) total += p[v] = Math.exp(zs[row + v]! - max);
+    for (let v = 0; v < V; v++) p[v] = p[v]! / total;
+    let h = 0;
+    for (let v = 0; v < V; v++) {
+      const pv = p[v]!;
+      logp[v] = pv > 0 ? Math.log(pv) : 0;
+      if (pv > 0) h -= pv * logp[v]!;
+    }
+    const [target, logpScale, entropyScale] = [ys[t]!, cw[t]!, ew[t]!];
+    for (let v = 0; v < V; v++) {
+      const pv = p[v]!;
+      out[row + v] = -logpScale * ((v === target ? 1 : 0) - pv) + entropyScale * pv * (logp[v]! + h);
     }
   }
   return tensor(out, [T, V], 'f32');
@@ -95,7 +131,7 @@ export function swigluBackward(dy: Tensor, gate: Tensor, up: Tensor): [Tensor, T
   return [tensor(dGate, gate.shape, 'f32'), tensor(dUp, up.shape, 'f32')];
 }
 
-interface PackedAttention {
+export interface PackedAttention {
   qs: Float32Array;
   ks: Float32Array;
   vs: Float32Array;
@@ -124,16 +160,18 @@ function probabilities(a: PackedAttention, t: number, h: number): Float64Array {
   return p;
 }
 
-function packed(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, heads: number, kvHeads: number): PackedAttention {
+/** The operands of training attention, checked (seqEnds, when given: the backward's one end per token). */
+export function attentionOperands(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, heads: number, kvHeads: number, seqEnds?: Tensor): PackedAttention {
   const headDim = colsOf(q) / heads;
   assert(Number.isInteger(headDim) && colsOf(k) === kvHeads * headDim, `attention: q [${q.shape.join(', ')}] and k [${k.shape.join(', ')}] do not fit ${heads} and ${kvHeads} heads`);
   const pos = i32Of(positions);
   pos.forEach((p, t) => assert(p >= 0 && p <= t, `attention: position ${p} of token ${t} reaches before the batch`));
+  assert(seqEnds === undefined || i32Of(seqEnds).length === pos.length, 'attentionBackward: one sequence end per token');
   return { qs: f32Of(q), ks: f32Of(k), vs: f32Of(v), pos, heads, kvHeads, headDim };
 }
 
-export function attentionPacked(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, heads: number, kvHeads: number): Tensor {
-  const a = packed(q, k, v, positions, heads, kvHeads);
+export function attentionPackedReference(q: Tensor, k: Tensor, v: Tensor, positions: Tensor, heads: number, kvHeads: number): Tensor {
+  const a = attentionOperands(q, k, v, positions, heads, kvHeads);
   const { vs, pos, headDim } = a;
   const T = pos.length;
   const out = new Float32Array(T * heads * headDim);
@@ -151,13 +189,12 @@ export function attentionPacked(q: Tensor, k: Tensor, v: Tensor, positions: Tens
   return tensor(out, [T, heads * headDim], 'f32');
 }
 
-export function attentionBackward(dOut: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, positions: Tensor, seqEnds: Tensor, heads: number, kvHeads: number): [Tensor, Tensor, Tensor] {
+export function attentionBackwardReference(dOut: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, positions: Tensor, seqEnds: Tensor, heads: number, kvHeads: number): [Tensor, Tensor, Tensor] {
   // S = q·kᵀ/√hd, P = softmax(S), O = P·V:  dV_j = Σ_t P_tj dO_t;  dS_tj = P_tj (dO_t·V_j - dO_t·O_t);
   // dQ_t = Σ_j dS_tj K_j / √hd;  dK_j = Σ_t dS_tj Q_t / √hd   (GQA: a kv head sums over its query heads)
-  const a = packed(q, k, v, positions, heads, kvHeads);
+  const a = attentionOperands(q, k, v, positions, heads, kvHeads, seqEnds);
   const { qs, ks, vs, pos, headDim } = a;
   const [g, os] = [f32Of(dOut), f32Of(out)];
-  assert(i32Of(seqEnds).length === pos.length, 'attentionBackward: one sequence end per token');
   const T = pos.length;
   const scale = 1 / Math.sqrt(headDim);
   const dq = new Float32Array(T * heads * headDim);
@@ -206,13 +243,17 @@ export function adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, 
   assert([gs, ms, vs].every((a) => a.length === ps.length), 'adamwInPlace: param, grad, m and v differ in size');
   assert(ps.length === numel(slotParams.shape) / 4 * slotSize, `adamwInPlace: ${ps.length} elements for ${numel(slotParams.shape) / 4} slots of ${slotSize}`);
   const { beta1, beta2, eps, weightDecay } = hyper;
-  for (let i = 0; i < ps.length; i++) {
-    const s = Math.floor(i / slotSize);
-    const [lr, gradScale, c1, c2] = [sp[s * 4]!, sp[s * 4 + 1]!, sp[s * 4 + 2]!, sp[s * 4 + 3]!];
+  for (let s = 0; s * slotSize < ps.length; s++) {
+    const lr = sp[s * 4]!;
+    const gradScale = sp[s * 4 + 1]!;
+    const c1 = sp[s * 4 + 2]!;
+    const c2 = sp[s * 4 + 3]!;
     if (lr === 0) continue;
-    const g = gs[i]! * gradScale;
-    ms[i] = beta1 * ms[i]! + (1 - beta1) * g;
-    vs[i] = beta2 * vs[i]! + (1 - beta2) * g * g;
-    ps[i] = ps[i]! - lr * ((ms[i]! * c1) / (Math.sqrt(vs[i]! * c2) + eps) + weightDecay * ps[i]!);
+    for (let i = s * slotSize; i < (s + 1) * slotSize; i++) {
+      const g = gs[i]! * gradScale;
+      ms[i] = beta1 * ms[i]! + (1 - beta1) * g;
+      vs[i] = beta2 * vs[i]! + (1 - beta2) * g * g;
+      ps[i] = ps[i]! - lr * ((ms[i]! * c1) / (Math.sqrt(vs[i]! * c2) + eps) + weightDecay * ps[i]!);
+    }
   }
 }
