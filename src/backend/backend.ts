@@ -108,6 +108,8 @@ export interface Backend {
   readonly name: BackendName;
   /** One line describing the device, for run headers and benchmark tables. */
   readonly deviceDescription: string;
+  /** WebGPU on a software adapter running on the CPU (Mesa lavapipe, SwiftShader). */
+  readonly softwareAdapter?: boolean;
   /** A view (rowsView) must start at a byte offset that is a multiple of this. */
   readonly viewAlignment: number;
   /** The most bytes one tensor may hold: a storage binding's limit on WebGPU, unbounded on the CPU. */

@@ -63,7 +63,7 @@ export async function createWebGpuBackend(options: WebGpuOptions = {}): Promise<
   const validate = options.validate ?? process.env.POPULORA_WEBGPU_VALIDATE === '1';
   const { device, description, software } = await openDevice(validate);
   try {
-    return new WebGpuBackend(device, description, await KernelLibrary.load(device), validate, options.layout ?? (software ? 'cpu' : 'gpu'), options.maxBindingBytes, options.serialUnits);
+    return new WebGpuBackend(device, description, software, await KernelLibrary.load(device), validate, options.layout ?? (software ? 'cpu' : 'gpu'), options.maxBindingBytes, options.serialUnits);
   } catch (error) {
     device.destroy();
     releaseInstance();
@@ -92,6 +92,7 @@ class WebGpuBackend implements Backend {
   constructor(
     private readonly device: GPUDevice,
     readonly deviceDescription: string,
+    readonly softwareAdapter: boolean,
     kernels: KernelLibrary,
     validate: boolean,
     private readonly layout: ThreadLayout,
