@@ -5,8 +5,11 @@
 //
 //   node dist/bench/gpu-goals.js [--parts decode,lora-small,training,forward-7b,svd-7b] [--limit-s 420]
 //                                [--quick] [--out bench/results/goals-<device>.json]
+//   node dist/bench/gpu-goals.js --merge a.json,b.json [--out ...]   (no runs: the parts of earlier runs in one
+//                                table, a later file's part over an earlier one's)
 //
-// --quick: bench-small in place of the 0.5B shape, and no 7B parts (a dry run, minutes on lavapipe).
+// --quick: bench-small in place of the 0.5B shape, and no 7B parts (a dry run, minutes on lavapipe). On a machine
+// lent for 10 minutes a call, run a few parts a call and --merge their JSON (README, "The GPU goals in one command").
 
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -171,16 +174,32 @@ function runPart(part: Part, quick: boolean, limitS: number): PartOutcome<never>
   }
 }
 
+/** The outcomes of earlier runs' JSON files, a later file's part over an earlier one's. */
+export function mergedOutcomes(files: string[]): Outcomes {
+  const outcomes: Outcomes = {};
+  for (const file of files) {
+    let written: { outcomes?: Outcomes };
+    try {
+      written = JSON.parse(readFileSync(file, 'utf8')) as { outcomes?: Outcomes };
+    } catch (error) {
+      throw new BenchUsageError(`--merge: ${file}: ${(error as Error).message}`);
+    }
+    if (typeof written.outcomes !== 'object' || written.outcomes === null) throw new BenchUsageError(`--merge: ${file} is not a gpu-goals.js result (no "outcomes")`);
+    Object.assign(outcomes, written.outcomes);
+  }
+  return outcomes;
+}
+
 function main(): void {
-  const args = benchArgs(import.meta.url, { options: { parts: { type: 'string', default: PARTS.join(',') }, 'limit-s': { type: 'string', default: '420' }, quick: { type: 'boolean', default: false }, out: { type: 'string' } } });
+  const args = benchArgs(import.meta.url, { options: { parts: { type: 'string', default: PARTS.join(',') }, 'limit-s': { type: 'string', default: '420' }, quick: { type: 'boolean', default: false }, merge: { type: 'string' }, out: { type: 'string' } } });
   const parts = args.parts!.split(',').map((p) => p.trim());
   const unknown = parts.filter((p) => !PARTS.includes(p as Part));
   if (unknown.length > 0) throw new BenchUsageError(`--parts: unknown ${unknown.join(', ')}; choose from ${PARTS.join(', ')}`);
   const limitS = Number(args['limit-s']);
   if (!(limitS > 0)) throw new BenchUsageError(`--limit-s: ${args['limit-s']} is not a positive number of seconds`);
   const skipped = args.quick ? ['forward-7b', 'svd-7b'] : [];
-  const outcomes: Outcomes = {};
-  for (const part of PARTS) if (parts.includes(part) && !skipped.includes(part)) (outcomes as Record<Part, PartOutcome<never>>)[part] = runPart(part, args.quick!, limitS);
+  const outcomes: Outcomes = args.merge ? mergedOutcomes(args.merge.split(',')) : {};
+  if (!args.merge) for (const part of PARTS) if (parts.includes(part) && !skipped.includes(part)) (outcomes as Record<Part, PartOutcome<never>>)[part] = runPart(part, args.quick!, limitS);
   const rows = goalRows(outcomes);
   const device = Object.values(outcomes).flatMap((o) => (o && 'result' in o ? [(o.result as { device?: string }).device ?? ''] : [])).find((d) => d !== '') ?? 'unknown';
   console.log(`\nthe fast-engine issue's GPU goals${args.quick ? ' (--quick: bench-small, no 7B parts)' : ''}; device: ${device}\n`);

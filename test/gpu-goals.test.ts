@@ -1,7 +1,10 @@
 // bench/gpu-goals.ts: the goals table from its parts' benchmark JSON, worked by hand (the figures are made up; only
 // the arithmetic and the verdicts are under test), and the tiled random weights its 7B part loads.
 import { describe, expect, it } from 'vitest';
-import { goalRows, type Outcomes } from '../bench/gpu-goals.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { goalRows, mergedOutcomes, type Outcomes } from '../bench/gpu-goals.js';
 import { randomModel } from '../src/model/checkpoint.js';
 import { TINY_CONFIGS } from '../src/model/config.js';
 
@@ -47,6 +50,29 @@ describe('the GPU goals table', () => {
     const [bandwidth, adapters] = goalRows({ decode: inference('bench-small', [[8, 0, 100, 1]]) });
     expect(bandwidth!.measured).toBe('its benchmark has no row for it');
     expect(adapters!.met).toBeNull();
+  });
+});
+
+describe('merging the JSON of runs made a few parts at a time', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'populora-goals-'));
+  const file = (name: string, content: unknown) => {
+    const path = join(dir, name);
+    writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
+    return path;
+  };
+
+  it('takes every part once, a later file\'s over an earlier one\'s', () => {
+    const first = file('a.json', { outcomes: { training: { failure: 'over the 420 s limit (--limit-s)' }, 'svd-7b': { result: { rows: [{ shape: '7B-shaped (r 16)', operator: 'crossover svd', path: 'device', msPerChild: 80 }] } } } });
+    const second = file('b.json', { outcomes: { training: { result: { preset: 'qwen2.5-0.5b-shape', rows: [{ batch: 8, stepToForward: 2 }] } } } });
+    const rows = goalRows(mergedOutcomes([first, second]));
+    expect(rows.find((r) => r.goal.startsWith('a LoRA training step'))).toMatchObject({ measured: 'qwen2.5-0.5b-shape: batch 8 2.00x', met: true });
+    expect(rows.find((r) => r.goal.startsWith('SVD crossover'))).toMatchObject({ measured: '80.0 ms a child', met: true });
+    expect(rows.find((r) => r.goal.startsWith('decode at batch 1'))!.measured).toBe('not run');
+  });
+
+  it('names a file that is not a result', () => {
+    expect(() => mergedOutcomes([file('c.json', { rows: [] })])).toThrow(/c\.json is not a gpu-goals\.js result \(no "outcomes"\)/);
+    expect(() => mergedOutcomes([file('d.json', '{ not json')])).toThrow(/^--merge: .*d\.json: /);
   });
 });
 
