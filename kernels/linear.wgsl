@@ -223,12 +223,7 @@ fn weightLast(base: u32) -> f32 {
   return bitcast<f32>(w[base + p.K - 1u]);
 }
 
-// 1 / rms of the input row starting at `row` in x, its squares summed in ascending order.
-fn inverseRmsOf(row: u32) -> f32 {
-  var sum = 0.0;
-  for (var d = 0u; d < p.K; d++) { sum = fma(x[row + d], x[row + d], sum); }
-  return inverseSqrt(sum / f32(p.K) + p.eps);
-}
+#include "row_rms.wgsl"
 
 // x̂ at column k of the input row starting at `row`, whose inverse RMS is `inv`.
 fn xHat(row: u32, inv: f32, k: u32) -> f32 {
@@ -264,7 +259,7 @@ fn serial(tile: u32, thread: u32, group: u32) {
 fn serialRow(tile: u32, thread: u32, group: u32) {
   let row = inputRow(tile, 0u) * p.K;
   var inv = 1.0;
-  if (NORM) { inv = inverseRmsOf(row); }
+  if (NORM) { inv = rowInverseRms(row, p.K, p.eps); }
   let base = columnBases(tile, group, thread);
   var acc: array<f32, MAX_COLUMNS>;
   for (var i = 0u; i < p.K / 2u; i++) {
@@ -298,7 +293,7 @@ fn stageChunk(tile: u32, thread: u32, k0: u32, count: u32) {
 }
 
 fn serialTile(tile: u32, thread: u32, group: u32) {
-  if (NORM && thread < TM) { stagedInverseRms[thread] = inverseRmsOf(inputRow(tile, thread) * p.K); } // TM <= 16 threads
+  if (NORM && thread < TM) { stagedInverseRms[thread] = rowInverseRms(inputRow(tile, thread) * p.K, p.K, p.eps); } // TM <= 16 threads
   let base = columnBases(tile, group, thread);
   var acc: array<array<vec4f, MAX_QUADS>, MAX_COLUMNS>;
   for (var k0 = 0u; k0 < p.K; k0 += CHUNK) {

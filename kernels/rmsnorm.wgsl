@@ -5,7 +5,7 @@
 //
 // Batch invariance: thread l sums x² over d = l, l+256, ... in order, then a fixed tree over the 256 threads:
 // the order depends on D only. SERIAL sums every d in ascending order, as linear.wgsl's CPU layout normalises its
-// input (inverseRmsOf, xHat): on software adapters the trainer's RMSNorm is the inference forward's, bit for bit.
+// input (include/row_rms.wgsl, xHat): on software adapters the trainer's RMSNorm is the inference forward's, bit for bit.
 
 override SERIAL: bool = false;
 override SERIAL_THREADS: u32 = 64u; // SERIAL: threads a workgroup (8 to 64)
@@ -44,11 +44,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   for (var d = lane; d < p.D; d += THREADS) { out[base + d] = x[base + d] * inverseRms * weight[d]; }
 }
 
+#include "row_rms.wgsl"
+
 // SERIAL: row t, its squares summed in ascending order.
 fn serialRow(t: u32) {
   let base = t * p.D;
-  var sum = 0.0;
-  for (var d = 0u; d < p.D; d++) { sum = fma(x[base + d], x[base + d], sum); }
-  let inverseRms = inverseSqrt(sum / f32(p.D) + p.eps);
+  let inverseRms = rowInverseRms(base, p.D, p.eps);
   for (var d = 0u; d < p.D; d++) { out[base + d] = x[base + d] * inverseRms * weight[d]; }
 }

@@ -60,12 +60,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   for (var d = lane; d < p.D; d += THREADS) { out[base + d] = r * dy[base + d] * weight[d] - x[base + d] * c; }
 }
 
+#include "row_rms.wgsl"
+
 // SERIAL: row t, each sum in ascending order.
 fn serialRow(t: u32) {
   let base = t * p.D;
-  var squares = 0.0;
-  for (var d = 0u; d < p.D; d++) { squares = fma(x[base + d], x[base + d], squares); }
-  let r = inverseSqrt(squares / f32(p.D) + p.eps);
+  let r = rowInverseRms(base, p.D, p.eps);
   if (INVERSE_RMS_ONLY) {
     out[t] = r;
     return;

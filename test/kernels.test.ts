@@ -321,7 +321,7 @@ describe.skipIf(!gpu)('WGSL kernels against the CPU reference', () => {
   });
 
   // The trainer runs rmsNorm then matmul where inference runs the fused linear's norm and product in one; on the
-  // CPU layout they make the same sums (linear.wgsl's inverseRmsOf and xHat, rmsnorm.wgsl's SERIAL row), for a
+  // CPU layout they make the same sums (both normalise through include/row_rms.wgsl and the same x̂ product), for a
   // lone row (the one-row variant) and for tiles of 16.
   it.each(STORAGES)('cpu layout: rmsNorm then matmul, with %s weights, is the fused linear with its norm, bit for bit', async (storage) => {
     const be = layouts!.cpu;
