@@ -44,7 +44,10 @@ describe.skipIf(!gpu)('timeKernels on WebGPU', () => {
     expect(timings[3]!.params).toMatchObject({ T, heads: H, kvHeads: Hkv, headDim: hd });
     expect(timings.at(-1)!.constants).toMatchObject({ GATHER: 1 });
     expect(timings.at(-1)!.params).toMatchObject({ T: 1, N: config.vocabSize });
-    for (const t of timings) expect(t.gpuNs).toBeGreaterThan(0);
+    // A timer's resolution is not a kernel's duration: lavapipe (Mesa 25.0) times a short dispatch at 0 ns. What the
+    // hardware guarantees is a finite, non-negative time each, and some time in all for a whole forward.
+    for (const t of timings) expect(Number.isFinite(t.gpuNs) && t.gpuNs >= 0).toBe(true);
+    expect(timings.reduce((sum, t) => sum + t.gpuNs, 0)).toBeGreaterThan(0);
     expect(bits(profiled)).toEqual(bits(plain));
     model!.freeKvCache(cache);
   });
