@@ -58,7 +58,7 @@ export function attention(q: Tensor, cache: KvCache, layer: number, slots: Tenso
   if (kAt === undefined || vAt === undefined || heads % kvHeads !== 0) return attentionReference(q, cache, layer, slots, positions, heads);
   const T = s.length;
   const hdPad = roundUp(hd, 8);
-  const longest = Math.max(0, ...p) + 1;
+  const longest = p.reduce((a, b) => Math.max(a, b), 0) + 1; // not Math.max(...p): a prompt phase has a position per token, past the argument limit
   const staged = stage([qs.length * 8, (longest + 1) * 8, T * heads * hdPad * 4]);
   if (!staged) return attentionReference(q, cache, layer, slots, positions, heads);
   staged.putF64(0, qs);

@@ -7,7 +7,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { MAX_CONTEXT } from '../backend/backend.js';
-import type { Domain } from '../domains/domain.js';
+import { HELD_OUT_PARTS, type Domain } from '../domains/domain.js';
 import { DEFAULT_DOMAIN, domainNamed, domainNames, isDomain } from '../domains/index.js';
 import { promptSet, resolvePrompts, TemplateError, type ScenarioPrompts } from '../domains/prompts.js';
 import { loadConfig } from '../model/checkpoint.js';
@@ -105,6 +105,10 @@ export const scenarioSchema = z.strictObject({
     maxGradNorm: positive.default(1),
     reduction: z.enum(['token', 'sequence']).default('token'),
     advantageGroups: z.enum(['role-and-task', 'role', 'none']).default('role-and-task'),
+    // Remedies for self-play that forgets (docs/science.md). Absent, each is off, and a scenario without them
+    // resolves as before. maskedLogProbs: train each completion as the distribution it was sampled from,
+    // renormalised over the tokens its grammar allowed (src/train/grammar-policy.ts), not the whole vocabulary.
+    maskedLogProbs: z.boolean({ error: 'expected true or false' }).optional(),
   }).prefault({}),
   rating: z.discriminatedUnion('system', [
     z.strictObject({
@@ -156,6 +160,10 @@ export const scenarioSchema = z.strictObject({
     tasks: int(1, LIMITS.heldOutTasks).default(200),
     every: int(0).default(0),
     seed: int(0).default(1),
+    // which part of the held-out tasks (src/domains/domain.ts, heldOutPart): settings are chosen on validation,
+    // and the chosen ones scored once on test; absent: all, the whole set (absent, so that a scenario written
+    // before parts existed resolves as it did)
+    part: z.enum(HELD_OUT_PARTS, { error: `expected one of ${HELD_OUT_PARTS.join(', ')}` }).optional(),
   }).optional(),
 });
 
@@ -203,6 +211,7 @@ export function parseScenario(text: string, file: string, options: { relativeTo?
   const { policy, options: policyOptions } = parsed.matchmaking;
   const unmet = matchPolicy(policy).requirement?.(parsed.population);
   if (unmet) throw new ScenarioError(`${file}: field "${unmet.field}": ${unmet.message}`);
+  if (parsed.rl.maskedLogProbs && !domain.tokenMask) throw new ScenarioError(`${file}: field "rl.maskedLogProbs": the ${domain.name} domain samples without a grammar, so there is nothing to renormalise over; remove it`);
   if (parsed.evaluation && !domain.heldOutTasks) throw new ScenarioError(`${file}: field "evaluation": the ${domain.name} domain has no held-out task set; remove "evaluation"`);
   const studentsPerTask = parsed.matchmaking.studentsPerTask ?? Math.min(2, matchPolicy(policy).reach(parsed.population));
   const model = 'path' in parsed.model ? { ...parsed.model, path: modelFolder(parsed.model.path, file, options.relativeTo ?? process.cwd()) } : parsed.model;

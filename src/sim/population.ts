@@ -13,7 +13,7 @@ import { adapterName, populationManagerHandler, type MemberRecord, type Populati
 import { studentHandler, type StudentState } from '../../actors/student.js';
 import { teacherHandler, type TeacherState } from '../../actors/teacher.js';
 import { VerifierService } from '../../actors/verifier.js';
-import { heldOutIndex, type VerifierPool } from '../domains/domain.js';
+import { heldOutIndex, type FormatName, type VerifierPool } from '../domains/domain.js';
 import { domainNamed } from '../domains/index.js';
 import { promptSet } from '../domains/prompts.js';
 import { matchPolicy } from '../matchmaking/index.js';
@@ -126,7 +126,9 @@ export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: Engi
   const members = planMembers(scenario);
   const { sampling, rl } = scenario;
   const domain = domainNamed(scenario.domain);
-  const engine = new EngineService(core, { tokenizer: parts.tokenizer, eos: tokenTexts(parts.tokenizer, parts.config.vocabSize).eos, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups });
+  const vocab = tokenTexts(parts.tokenizer, parts.config.vocabSize);
+  const grammarTraining = rl.maskedLogProbs && domain.tokenMask ? { vocab, maskOf: (format: FormatName) => domain.tokenMask!(format, vocab) } : null;
+  const engine = new EngineService(core, { tokenizer: parts.tokenizer, eos: vocab.eos, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, grammarTraining });
   const verifier = new VerifierService(pool);
   world.actor(ENGINE, null, engine.handler);
   world.actor(VERIFIER, null, verifier.handler);
@@ -146,7 +148,7 @@ export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: Engi
   const ratings = ratingSystem(scenario.rating);
   const policy = matchPolicy(scenario.matchmaking.policy);
   const keepHistory = policy.needsHistory?.(policy.options.parse(scenario.matchmaking.options ?? {})) ?? false;
-  const heldOut = scenario.evaluation && domain.heldOutTasks ? domain.heldOutTasks(scenario.evaluation.seed, scenario.evaluation.tasks) : null;
+  const heldOut = scenario.evaluation && domain.heldOutTasks ? domain.heldOutTasks(scenario.evaluation.seed, scenario.evaluation.tasks, scenario.evaluation.part) : null;
   if (heldOut) world.actor(EVALUATOR, restored<EvaluatorState>(EVALUATOR, initialEvaluatorState()), evaluatorHandler({ domain, prompts, tasks: heldOut }));
   world.actor(MATCHMAKER, restored<MatchmakerState>(MATCHMAKER, { roster: [], offers: [] }), matchmakerHandler({ ...scenario.matchmaking, ratings, heldOutIndex: heldOut ? heldOutIndex(heldOut) : undefined }));
   const records: MemberRecord[] = members.map((m) => ({ ...m, adapter: adapterName(m.id, 0), generation: 0, ...ratings.initial(), rewards: [] }));

@@ -65,6 +65,12 @@ const HF_NAMES: Record<LoraModule, string> = {
   down_proj: 'mlp.down_proj',
 };
 
+function addBias(b: Backend, logits: Tensor, bias: Float32Array): void {
+  const tensor = b.upload(bias, logits.shape);
+  b.addInPlace(logits, tensor);
+  b.free(tensor);
+}
+
 export class LlamaTrainer {
   private readonly b: Backend;
   private readonly inverseRope: Tensor; // rope's table with sin negated: the transpose of each rotation
@@ -135,6 +141,7 @@ export class LlamaTrainer {
     });
     const normed = b.rmsNorm(x, model.finalNorm, c.rmsNormEps);
     const logits = b.matmul(normed, model.lmHead); // [T, V]
+    if (batch.logitBias) addBias(b, logits, batch.logitBias); // a grammar's forbidden tokens (grammar-policy.ts)
     return { batch, inputs, layers, xFinal: x, normed, logits };
   }
 
