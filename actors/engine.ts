@@ -13,7 +13,7 @@ import type { CrossoverKind } from '../src/evolution/operators.js';
 import type { GenerationRequest } from '../src/model/generate.js';
 import type { TextTokenizer } from '../src/model/tokenizer.js';
 import type { TokenTexts } from '../src/model/token-texts.js';
-import { groupAdvantages } from '../src/train/advantages.js';
+import { advantageGroup, groupAdvantages, type AdvantageGroups, type AdvantageScaling } from '../src/train/advantages.js';
 import { completionMasks } from '../src/train/grammar-policy.js';
 import type { RlSample } from '../src/train/steps.js';
 import { delivery, type Address, type Delivery, type Handler, type Service, type World } from '../src/runtime/world.js';
@@ -28,7 +28,8 @@ export interface EngineConfig {
   temperature: number;
   topP: number;
   maxTokens: number;
-  advantageGroups: 'role-and-task' | 'role' | 'none';
+  advantageGroups: AdvantageGroups;
+  advantageScaling: AdvantageScaling;
   // rl.maskedLogProbs: each completion is trained as the distribution it was sampled from, renormalised over the
   // tokens its format's grammar allowed (src/train/grammar-policy.ts); null: over the whole vocabulary
   grammarTraining: { vocab: TokenTexts; maskOf: (format: FormatName) => TokenMask | null } | null;
@@ -108,11 +109,18 @@ export class EngineService implements Service {
   }
 
   private async train(samples: TrainingSample[]) {
-    const groupOf = (s: TrainingSample) => (this.config.advantageGroups === 'none' ? 'all' : this.config.advantageGroups === 'role' ? s.role : `${s.role}/${s.taskType}`);
-    const advantages = groupAdvantages(samples.map((s) => s.reward), samples.map(groupOf));
-    const rlSamples: RlSample[] = samples.map((s, i) => {
+    const sequenceOf = (s: TrainingSample) => {
       const sequence = this.sequences.get(s.requestId);
       if (!sequence) throw new Error(`a training sample for request ${s.requestId}, which this step did not generate`);
+      return sequence;
+    };
+    const groupOf = (s: TrainingSample) => {
+      const { slot, tokens, promptLength } = sequenceOf(s);
+      return advantageGroup(this.config.advantageGroups, { role: s.role, taskType: s.taskType, slot, task: tokens.slice(0, promptLength).join(',') });
+    };
+    const advantages = groupAdvantages(samples.map((s) => s.reward), samples.map(groupOf), this.config.advantageScaling);
+    const rlSamples: RlSample[] = samples.map((s, i) => {
+      const sequence = sequenceOf(s);
       const allowed = this.allowedTokens(sequence);
       return { tokens: sequence.tokens, adapter: sequence.slot, promptLength: sequence.promptLength, advantage: advantages[i]!, ...(allowed ? { allowed } : {}) };
     });

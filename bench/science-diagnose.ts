@@ -15,10 +15,11 @@
 //   node dist/bench/science-diagnose.js RUN_OR_SWEEP... [--out bench/results/science-diagnose.json]
 //                                       [--backend cpu] [--no-checkpoints]
 
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchArgs, BenchUsageError } from './args.js';
+import { benchArgs } from './args.js';
+import { messageOf, runFolders, scenarioOf } from './science-runs.js';
 import { answerLikelihoods, referenceAnswer } from './science-likelihood.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import type { Task } from '../src/domains/domain.js';
@@ -42,20 +43,6 @@ const options = {
 } as const;
 const args = benchArgs(import.meta.url, { options, allowPositionals: true });
 const { positionals } = parseArgs({ options, allowPositionals: true, args: process.argv.slice(2) });
-
-/** Run folders: each argument, or a sweep folder's finished runs with their group. */
-function runFolders(paths: readonly string[]): Array<{ dir: string; group: string }> {
-  if (paths.length === 0) throw new BenchUsageError('give at least one run folder or sweep folder');
-  return paths.flatMap((path) => {
-    const sweep = join(path, 'sweep.json');
-    if (existsSync(sweep)) {
-      const { runs } = JSON.parse(readFileSync(sweep, 'utf8')) as { runs: Array<{ dir: string; group: string; status: string }> };
-      return runs.filter((r) => r.status === 'finished').map((r) => ({ dir: join(path, r.dir), group: r.group }));
-    }
-    if (!existsSync(join(path, 'scenario.json'))) throw new BenchUsageError(`${path}: neither a run folder (scenario.json) nor a sweep folder (sweep.json)`);
-    return [{ dir: path, group: path }];
-  });
-}
 
 type Features = Record<string, number>;
 
@@ -102,14 +89,6 @@ interface RunDiagnosis {
   answers: Array<{ step: number; byType: Record<string, { answers: number; right: number; chars: number }> }>; // the students' sampled answers
 }
 
-interface Message {
-  type: string;
-  replyTo?: string;
-  requests?: Array<{ requestId: number; slot?: number; format?: string; prompt?: string; greedy?: boolean; answers?: Array<{ requestId: number; answer: string }> }>;
-  results?: Array<{ requestId: number; text?: string; check?: { correct: boolean }; validation?: { valid: boolean; task?: Task } }>;
-  members?: Array<{ id: string; slot: number; role: string }>;
-}
-
 /** Everything the event log tells about tasks, answers and evaluations. */
 function fromEvents(dir: string): Pick<RunDiagnosis, 'evaluations' | 'tasks' | 'answers'> {
   const { events } = readEventLog(join(dir, 'events.msgpack'));
@@ -120,7 +99,7 @@ function fromEvents(dir: string): Pick<RunDiagnosis, 'evaluations' | 'tasks' | '
   const answers = new Map<number, Record<string, { answers: number; right: number; chars: number }>>();
   const evaluations = new Map<number, Record<string, Record<string, { right: number; total: number }>>>();
   for (const event of events) {
-    const message = (event.payload as { message: Message }).message;
+    const message = messageOf(event);
     if (message.type === 'evaluate') {
       slotMembers.clear();
       for (const m of message.members!) slotMembers.set(m.slot, [...(slotMembers.get(m.slot) ?? []), m.id]);
@@ -203,7 +182,7 @@ async function fromCheckpoints(dir: string, scenario: Scenario, backendChoice: B
 }
 
 async function diagnose(dir: string, group: string): Promise<RunDiagnosis> {
-  const scenario = JSON.parse(readFileSync(join(dir, 'scenario.json'), 'utf8')) as Scenario;
+  const scenario = scenarioOf(dir);
   const likelihood = args['no-checkpoints'] ? [] : await fromCheckpoints(dir, scenario, args.backend as BackendChoice);
   return { dir, group, seed: scenario.seed, domain: scenario.domain, ...fromEvents(dir), likelihood };
 }

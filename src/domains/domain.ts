@@ -100,6 +100,7 @@ export interface Domain {
   alphabet: string; // the characters a preset model's character-level tokenizer covers
   presetContext: number; // the context a preset model gets at least (prompts with programs are long)
   seedReferences: readonly Task[]; // a teacher's reference buffer starts with these (none: prompts show no references)
+  referencesOptIn?: boolean; // its prompts show references only when a scenario asks (tasks.referenceBuffer: true)
   prompts: PromptCatalog | null; // null: the domain writes fixed prompts (a scenario's `prompts` is refused)
   proposalPrompt(type: TaskType, references: readonly Task[], prompts: PromptSet | null): ProposalPrompt;
   solvePrompt(task: Task, prompts: PromptSet | null): string;

@@ -16,6 +16,7 @@ import { ModelFormatError } from '../model/errors.js';
 import { LORA_MODULES, loraModuleShape } from '../model/peft.js';
 import { MATCH_POLICIES, MATCH_POLICY_NAMES, matchPolicy, type MatchPolicyName } from '../matchmaking/index.js';
 import { characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
+import { ADVANTAGE_GROUPS } from '../train/advantages.js';
 import { int } from './fields.js';
 
 export const MATCHMAKING_POLICIES = MATCH_POLICY_NAMES; // src/matchmaking/index.ts: the policies name themselves
@@ -84,6 +85,9 @@ export const scenarioSchema = z.strictObject({
     perTeacher: int(1, LIMITS.perTeacher).default(2), // proposals per teacher per task type per step
     types: z.array(z.string({ error: 'expected a task type name' })).min(1).optional(), // default: all of the domain's
     references: int(0, LIMITS.references).default(3), // reference tasks in a teacher's prompt (domains that use them)
+    // whether teachers' prompts show `references` tasks of their buffer (AZR's: the domain's seed tasks, then their
+    // own valid proposals); absent: the domain's default (the code domain's prompts do, the arithmetic toy's do not)
+    referenceBuffer: z.boolean({ error: 'expected true or false' }).optional(),
     fuel: int(1000, LIMITS.fuel).default(100_000), // verifiers that run programs: steps a program may take per run (lines and jumps)
     guardMs: int(100, LIMITS.guardMs).default(5_000), // such verifiers' wall-clock safety net per job; when it fires, a fault, never a verdict
   }).prefault({}),
@@ -104,11 +108,15 @@ export const scenarioSchema = z.strictObject({
     entropyCoef: z.number().min(0).default(0.001),
     maxGradNorm: positive.default(1),
     reduction: z.enum(['token', 'sequence']).default('token'),
-    advantageGroups: z.enum(['role-and-task', 'role', 'none']).default('role-and-task'),
+    advantageGroups: z.enum(ADVANTAGE_GROUPS, { error: `expected one of ${ADVANTAGE_GROUPS.join(', ')}` }).default('role-and-task'), // src/train/advantages.ts
     // Remedies for self-play that forgets (docs/science.md). Absent, each is off, and a scenario without them
     // resolves as before. maskedLogProbs: train each completion as the distribution it was sampled from,
     // renormalised over the tokens its grammar allowed (src/train/grammar-policy.ts), not the whole vocabulary.
     maskedLogProbs: z.boolean({ error: 'expected true or false' }).optional(),
+    // advantageScaling: whiten (the default: (r - mean) / std in each group) or center (r - mean, Dr. GRPO's).
+    // weightDecay: AdamW's decoupled decay of the LoRA factors toward 0, the base model's own weights (default 0)
+    advantageScaling: z.enum(['whiten', 'center'], { error: 'expected whiten or center' }).optional(),
+    weightDecay: z.number({ error: 'expected a number' }).min(0, { error: 'expected a number >= 0' }).optional(),
   }).prefault({}),
   rating: z.discriminatedUnion('system', [
     z.strictObject({

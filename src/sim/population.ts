@@ -101,7 +101,7 @@ export function coreSettings(scenario: Scenario, parts: ModelInfo): CoreSettings
     domain: domainNamed(scenario.domain),
     vocab: tokenTexts(parts.tokenizer, parts.config.vocabSize),
     rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef },
-    optimizer: { lr: rl.lr, maxGradNorm: rl.maxGradNorm },
+    optimizer: { lr: rl.lr, maxGradNorm: rl.maxGradNorm, ...(rl.weightDecay === undefined ? {} : { weightDecay: rl.weightDecay }) },
     lora: { rank: population.lora.rank, modules: population.lora.modules },
     evolutionThreads: threadCount(evolution.threads),
   };
@@ -128,7 +128,7 @@ export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: Engi
   const domain = domainNamed(scenario.domain);
   const vocab = tokenTexts(parts.tokenizer, parts.config.vocabSize);
   const grammarTraining = rl.maskedLogProbs && domain.tokenMask ? { vocab, maskOf: (format: FormatName) => domain.tokenMask!(format, vocab) } : null;
-  const engine = new EngineService(core, { tokenizer: parts.tokenizer, eos: vocab.eos, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, grammarTraining });
+  const engine = new EngineService(core, { tokenizer: parts.tokenizer, eos: vocab.eos, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups, advantageScaling: rl.advantageScaling ?? 'whiten', grammarTraining });
   const verifier = new VerifierService(pool);
   world.actor(ENGINE, null, engine.handler);
   world.actor(VERIFIER, null, verifier.handler);
@@ -138,7 +138,8 @@ export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: Engi
   const restored = <T>(name: string, initial: T): T => (states?.get(name) as T | undefined) ?? initial;
   const prompts = promptSet(domain, scenario.prompts);
   const promptCharacters = parts.maxContext - sampling.maxTokens - 1; // one token per character at most, after a BOS
-  const shown = domain.seedReferences.length > 0 ? scenario.tasks.references : 0; // a domain without seed references shows none
+  const buffer = scenario.tasks.referenceBuffer ?? !domain.referencesOptIn; // absent: the domain's default
+  const shown = buffer && domain.seedReferences.length > 0 ? scenario.tasks.references : 0; // a domain without seed references shows none
   const teacherConfig = { domain, prompts, taskTypes: scenario.tasks.types, perTeacher: scenario.tasks.perTeacher, references: shown, promptCharacters, rewards: scenario.rewards };
   const references = shown > 0 ? [...domain.seedReferences] : [];
   for (const m of members) {
