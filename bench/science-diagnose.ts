@@ -19,7 +19,7 @@ import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { benchArgs } from './args.js';
-import { messageOf, runFolders, scenarioOf } from './science-runs.js';
+import { baseVerdicts, messageOf, runFolders, scenarioOf } from './science-runs.js';
 import { answerLikelihoods, referenceAnswer } from './science-likelihood.js';
 import { openBackend, type BackendChoice } from '../src/backend/select.js';
 import type { Task } from '../src/domains/domain.js';
@@ -83,6 +83,7 @@ interface RunDiagnosis {
   group: string;
   seed: number;
   domain: string;
+  baseScore: number | null; // the base model's greedy score on the run's held-out tasks (all of them)
   evaluations: Array<{ step: number; members: Record<string, Record<string, number>> }>; // member → task type → greedy score
   likelihood: Array<{ step: number; members: Record<string, Likelihood> }>; // step 0: the base model, as "base"
   tasks: Array<{ step: number; valid: number; types: Record<string, number>; features: Features }>; // per step, the valid tasks
@@ -184,7 +185,8 @@ async function fromCheckpoints(dir: string, scenario: Scenario, backendChoice: B
 async function diagnose(dir: string, group: string): Promise<RunDiagnosis> {
   const scenario = scenarioOf(dir);
   const likelihood = args['no-checkpoints'] ? [] : await fromCheckpoints(dir, scenario, args.backend as BackendChoice);
-  return { dir, group, seed: scenario.seed, domain: scenario.domain, ...fromEvents(dir), likelihood };
+  const base = scenario.evaluation ? (await baseVerdicts(scenario)).verdicts : null;
+  return { dir, group, seed: scenario.seed, domain: scenario.domain, baseScore: base && base.filter(Boolean).length / base.length, ...fromEvents(dir), likelihood };
 }
 
 /** Steps bucketed by tens (1-10 → 10, ...), for the table. */
@@ -193,6 +195,7 @@ const bucket = (step: number) => Math.ceil((step + 1) / 10) * 10;
 function printGroup(group: string, runs: readonly RunDiagnosis[]): void {
   console.log(`\n${group} (${runs.length} run${runs.length === 1 ? '' : 's'})`);
   const base = runs[0]?.likelihood[0]?.members.base;
+  console.log(`base model: held-out score ${runs[0]?.baseScore?.toFixed(3) ?? '-'}`);
   if (base) console.log(`base model: held-out answer log-likelihood ${base.logLikelihood.toFixed(3)} nats (under the grammar ${base.maskedLogLikelihood?.toFixed(3) ?? '-'}), entropy ${base.entropy.toFixed(3)} (${base.maskedEntropy?.toFixed(3) ?? '-'}) nats`);
   const buckets = [...new Set(runs.flatMap((r) => r.tasks.map((t) => bucket(t.step))))].sort((a, b) => a - b);
   const types = [...new Set(runs.flatMap((r) => r.answers.flatMap((a) => Object.keys(a.byType))))].sort();
