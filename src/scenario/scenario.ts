@@ -13,7 +13,7 @@ import { promptSet, resolvePrompts, TemplateError, type ScenarioPrompts } from '
 import { loadConfig } from '../model/checkpoint.js';
 import { TINY_CONFIGS, type LlamaConfig } from '../model/config.js';
 import { ModelFormatError } from '../model/errors.js';
-import { LORA_MODULES, loraModuleShape } from '../model/peft.js';
+import { LORA_MODULES, loraModuleShape, maxLoraRank, rankExceeds } from '../model/peft.js';
 import { MATCH_POLICIES, MATCH_POLICY_NAMES, matchPolicy, type MatchPolicyName } from '../matchmaking/index.js';
 import { characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
 import { int } from './fields.js';
@@ -76,7 +76,11 @@ export const scenarioSchema = z.strictObject({
     lora: z.strictObject({
       rank: int(1, LIMITS.rank).default(8),
       alpha: positive.optional(), // default 2·rank
-      modules: z.array(z.enum(LORA_MODULES, { error: `expected one of ${LORA_MODULES.join(', ')}` })).min(1).default(['q_proj', 'v_proj']),
+      modules: z
+        .array(z.enum(LORA_MODULES, { error: `expected one of ${LORA_MODULES.join(', ')}` }))
+        .min(1, { error: 'expected at least one module' })
+        .refine((modules) => new Set(modules).size === modules.length, { error: 'a module is named twice; name each once' })
+        .default(['q_proj', 'v_proj']),
       init: z.enum(['peft', 'gaussian']).default('peft'),
     }).prefault({}),
   }).prefault({}),
@@ -293,10 +297,8 @@ export function checkScenarioLimits(scenario: Scenario, file: string): void {
   const prompt = Math.max(...scenario.tasks.types.map((type) => domain.proposalPrompt(type, [], prompts).prompt.length)) + 1; // and a BOS
   if (prompt >= context) fail(scenario.prompts ? 'prompts' : 'sampling.maxTokens', `a ${prompt}-token prompt leaves no room for an answer in the model's ${context}-token context; use shorter prompts (prompts.style: plain) or a model with a longer context`);
   if (scenario.sampling.maxTokens + prompt > context) fail('sampling.maxTokens', `${scenario.sampling.maxTokens} tokens leave no room in the model's ${context}-token context for a ${prompt}-token prompt; use at most ${context - prompt}`);
-  for (const module of lora.modules) {
-    const { inFeatures, outFeatures } = loraModuleShape(config, module);
-    if (lora.rank > Math.min(inFeatures, outFeatures)) fail('population.lora.rank', `rank ${lora.rank} exceeds ${module}'s ${inFeatures} x ${outFeatures} in this model (hidden size ${config.hiddenSize}): a LoRA rank above the smaller dimension adds parameters and no capacity; use at most ${Math.min(inFeatures, outFeatures)}`);
-  }
+  const limit = maxLoraRank(config, lora.modules);
+  if (lora.rank > limit.rank) fail('population.lora.rank', `rank ${lora.rank} ${rankExceeds(limit, config)}`);
   checkStepMemory(scenario, config, fail);
 }
 
