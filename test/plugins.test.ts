@@ -140,7 +140,7 @@ describe('a matchmaking policy named by path', () => {
     }
     // Math.random and the clock are themselves again once the plug-in returns
     expect(Math.random()).toBeLessThan(1);
-    expect(new Date().getTime()).toBeGreaterThan(0);
+    expect(Date.now()).toBeGreaterThan(0);
   });
 
   it('that keeps state between calls answers differently on a replay, and the replay names that first divergent event', async () => {

@@ -88,7 +88,7 @@ function matchmakingSchema() {
       options: (MATCH_POLICIES[name].options as z.ZodType<Record<string, unknown>>).optional(),
     }),
   );
-  const union = z.discriminatedUnion('policy', variants as unknown as [(typeof variants)[number], ...(typeof variants)[number][]], { error: `expected one of ${MATCH_POLICY_NAMES.join(', ')}, or the path of a plug-in module` });
+  const union = z.discriminatedUnion('policy', variants as unknown as [(typeof variants)[number], ...(typeof variants)[number][]], { error: `expected one of ${MATCH_POLICY_NAMES.join(', ')}` });
   const plugin = z
     .strictObject({ policy: z.string(), studentsPerTask: int(1, LIMITS.members).optional(), options: z.record(z.string(), z.unknown(), { error: 'expected a mapping of the policy\'s options' }).optional() })
     .superRefine((m, ctx) => pluginOptions(ctx, matchPolicyOptions(m.policy), m.options, ['options'], m.policy));
