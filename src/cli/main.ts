@@ -5,6 +5,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { BACKEND_CHOICES } from '../backend/select.js';
 import { CROSSOVER_KINDS } from '../evolution/operators.js';
 import { runDemo } from './demo.js';
+import { initCommand } from './init-command.js';
 import { crossoverCommand, mutateCommand } from './evolve-commands.js';
 import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } from './model-commands.js';
 import { runCommand } from './run-command.js';
@@ -120,6 +121,12 @@ evolve
   .option('--weights <w1,w2>', 'svd/interpolate: blend weights; module/rank: w1 is the chance of taking parent a')
   .option('--seed <n>', 'seed', integer('--seed', 0), 0)
   .action(runCommand(crossoverCommand));
+
+program
+  .command('init')
+  .description('a new experiment folder, runnable at once: a scenario on the embedded toy model, a matchmaking policy of its own to edit (a plug-in), a sweep of it against a built-in, a README')
+  .argument('<dir>', 'the folder to create (new or empty)')
+  .action(runCommand(initCommand));
 
 program
   .command('run')

@@ -3,7 +3,8 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import { totalmem } from 'node:os';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { MAX_CONTEXT } from '../backend/backend.js';
@@ -45,12 +46,24 @@ const domainsExpected = () => `expected one of ${domainNames().filter((name) => 
 /** What a sampling temperature may be (a scenario's, and `populora generate --temperature`'s). */
 export const TEMPERATURE_EXPECTED = 'expected a number >= 0 (0 = greedy)';
 
+/** The pretrained toy models shipped with populora (models/): `model: { embedded: arith-tiny }` names one from any folder. */
+export const EMBEDDED_MODELS = ['arith-tiny', 'python-tiny'] as const;
+
+/** populora's own folder (where models/ and scenarios/ are), from the sources or from dist/. */
+export function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
+  return dir;
+}
+
 const modelSchema = z.union(
   [
     z.strictObject({ path: z.string({ error: 'expected a folder path' }), weights: z.enum(['f32', 'f16']).optional() }),
     z.strictObject({ preset: z.string({ error: 'expected a preset name such as tiny' }), seed: int(0).default(0) }),
+    // resolved to its folder at once: scenario.json records the path, as for any model folder
+    z.strictObject({ embedded: z.enum(EMBEDDED_MODELS), weights: z.enum(['f32', 'f16']).optional() }).transform(({ embedded, weights }) => ({ path: join(packageRoot(), 'models', embedded), ...(weights === undefined ? {} : { weights }) })),
   ],
-  { error: 'expected either {path: DIR} (a Hugging Face model folder) or {preset: NAME, seed: N} (seeded random weights)' },
+  { error: `expected either {path: DIR} (a Hugging Face model folder), {preset: NAME, seed: N} (seeded random weights) or {embedded: ${EMBEDDED_MODELS.join(' | ')}} (a model shipped with populora)` },
 );
 
 /**
