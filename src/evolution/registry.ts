@@ -7,24 +7,18 @@ import type { z } from 'zod';
 import type { LoraAdapter } from '../model/peft.js';
 import type { EvolutionOperator } from '../plugins/define.js';
 import { guarded } from '../plugins/guard.js';
+import { PluginRegistry } from '../plugins/registry.js';
 import { Streams } from '../runtime/streams.js';
 import { checkCompatible } from './operators.js';
 
-interface RegisteredOperator {
-  operator: EvolutionOperator<unknown>;
-  options: z.ZodType<unknown>;
-}
+const operators = new PluginRegistry<EvolutionOperator<unknown>>();
 
-const operators = new Map<string, RegisteredOperator>();
-
-export function registerEvolutionOperator(key: string, operator: EvolutionOperator<unknown>, options: z.ZodType<unknown>): void {
-  operators.set(key, { operator, options });
-}
+export const registerEvolutionOperator = (key: string, operator: EvolutionOperator<unknown>, options: z.ZodType<unknown>) => operators.register(key, operator, options);
 
 /** The options schema of the operator registered under `key`; undefined when there is none. */
-export const evolutionOperatorOptions = (key: string): z.ZodType<unknown> | undefined => operators.get(key)?.options;
+export const evolutionOperatorOptions = (key: string) => operators.options(key);
 
-export const isEvolutionOperator = (key: string, role: 'mutate' | 'crossover'): boolean => typeof operators.get(key)?.operator[role] === 'function';
+export const isEvolutionOperator = (key: string, role: 'mutate' | 'crossover'): boolean => typeof operators.get(key)?.plugin[role] === 'function';
 
 /** A plug-in operator ready to make children: parents in, the child out (checked). */
 export type ChildMaker = (parents: readonly LoraAdapter[], seed: number) => LoraAdapter;
@@ -32,11 +26,11 @@ export type ChildMaker = (parents: readonly LoraAdapter[], seed: number) => Lora
 /** The operator under `key` in one role, with the scenario's options parsed. */
 export function childMaker(key: string, role: 'mutate' | 'crossover', options: unknown): ChildMaker {
   const registered = operators.get(key);
-  const make = registered?.operator[role];
+  const make = registered?.plugin[role];
   if (!registered || !make) throw new RangeError(`the evolution operator ${key} is not loaded with a ${role} function (a scenario's plug-ins are loaded by loadScenario)`);
   const parsed = registered.options.parse(options ?? {});
   const who = `the evolution operator ${key}, ${role}()`;
-  const call = guarded(who, make.bind(registered.operator) as (...args: unknown[]) => LoraAdapter);
+  const call = guarded(who, make.bind(registered.plugin) as (...args: unknown[]) => LoraAdapter);
   return (parents, seed) => {
     const context = { seed, random: new Streams(seed).stream('plugin-operator'), options: parsed };
     const child = role === 'mutate' ? call(parents[0], context) : call(parents[0], parents[1], context);

@@ -14,6 +14,7 @@ import type { Rating as TrueSkillRating, TrueSkill } from 'ts-trueskill';
 import type { z } from 'zod';
 import type { RatingSystemPlugin } from '../plugins/define.js';
 import { guarded } from '../plugins/guard.js';
+import { PluginRegistry } from '../plugins/registry.js';
 
 /** A member's skill as the roster carries it: Elo's rating, or TrueSkill's μ (as `rating`) and σ. */
 export interface Skill {
@@ -99,15 +100,13 @@ function trueSkill(config: Extract<RatingConfig, { system: 'trueskill' }>): Rati
   };
 }
 
-const plugins = new Map<string, { plugin: RatingSystemPlugin<unknown>; options: z.ZodType<unknown> }>();
+const plugins = new PluginRegistry<RatingSystemPlugin<unknown>>();
 
 /** Adds a plug-in rating system under its key, its module's absolute path (src/plugins/ does). */
-export function registerRatingSystem(key: string, plugin: RatingSystemPlugin<unknown>, options: z.ZodType<unknown>): void {
-  plugins.set(key, { plugin, options });
-}
+export const registerRatingSystem = (key: string, plugin: RatingSystemPlugin<unknown>, options: z.ZodType<unknown>) => plugins.register(key, plugin, options);
 
 /** The options schema of the rating system registered under `key`; undefined when there is none. */
-export const ratingSystemOptions = (key: string): z.ZodType<unknown> | undefined => plugins.get(key)?.options;
+export const ratingSystemOptions = (key: string) => plugins.options(key);
 
 /** A plug-in's rating system, each call kept to the replay rules and each answer checked. */
 function pluginRating(key: string, options: unknown): RatingSystem {

@@ -9,6 +9,7 @@
 import type { z } from 'zod';
 import type { Task, TaskMetrics, TaskType } from '../domains/domain.js';
 import { guarded } from '../plugins/guard.js';
+import { PluginRegistry } from '../plugins/registry.js';
 import type { OptionsSchema } from '../plugins/options.js';
 
 /** What a teacher's proposal came to, as a reward sees it. */
@@ -71,21 +72,13 @@ export interface RewardRules {
   student(outcomes: readonly AnswerOutcome[], step: number, member: string): number[];
 }
 
-/** A loaded hook, as the registry keeps it: the plug-in and its options schema (as zod: src/plugins/options.ts). */
-interface RegisteredHook {
-  hook: RewardHook<unknown>;
-  options: z.ZodType<unknown>;
-}
-
-const hooks = new Map<string, RegisteredHook>();
+const hooks = new PluginRegistry<RewardHook<unknown>>();
 
 /** Adds a reward hook under its key, the module's absolute path (src/plugins/ does, for a scenario's `rewards.hook`). */
-export function registerRewardHook(key: string, hook: RewardHook<unknown>, options: z.ZodType<unknown>): void {
-  hooks.set(key, { hook, options });
-}
+export const registerRewardHook = (key: string, hook: RewardHook<unknown>, options: z.ZodType<unknown>) => hooks.register(key, hook, options);
 
 /** The options schema of the hook registered under `key`; undefined when there is none. */
-export const rewardHookOptions = (key: string): z.ZodType<unknown> | undefined => hooks.get(key)?.options;
+export const rewardHookOptions = (key: string) => hooks.options(key);
 
 function checked(reward: unknown, who: string, index: number): number {
   if (typeof reward !== 'number' || !Number.isFinite(reward)) throw new RangeError(`${who} returned ${String(reward)} for outcome ${index}: a reward must be a finite number`);
@@ -102,7 +95,7 @@ export function rewardRules(settings: RewardSettings): RewardRules {
   const registered = hooks.get(settings.hook);
   if (!registered) throw new RangeError(`the reward hook ${settings.hook} is not loaded (a scenario's plug-ins are loaded by loadScenario)`);
   const options = registered.options.parse(settings.options ?? {});
-  const { hook } = registered;
+  const hook = registered.plugin;
   const file = settings.hook;
   const shaped = <O>(role: 'teacher' | 'student', base: (outcomes: readonly O[], step: number, member: string) => number[], shape: ((o: O, c: RewardContext<unknown, O>) => number) | undefined) => {
     if (!shape) return base;

@@ -17,16 +17,16 @@ import { ModelFormatError } from '../model/errors.js';
 import { LORA_MODULES, loraModuleShape, maxLoraRank, rankExceeds } from '../model/peft.js';
 import { CROSSOVER_KINDS, type CrossoverKind } from '../evolution/operators.js';
 import { evolutionOperatorOptions, isEvolutionOperator } from '../evolution/registry.js';
-import { MATCH_POLICIES, MATCH_POLICY_NAMES, matchPolicy, type BuiltInPolicyName, type MatchPolicyName } from '../matchmaking/index.js';
+import { isMatchPolicy, MATCH_POLICIES, MATCH_POLICY_NAMES, matchPolicy, type BuiltInPolicyName, type MatchPolicyName } from '../matchmaking/index.js';
 import { ratingSystemOptions } from '../rating/rating.js';
 import { rewardHookOptions } from '../rewards/rules.js';
 import { isPluginReference, pluginRecordsSchema } from './plugin-fields.js';
 import { ScenarioError } from './errors.js';
 import { loadScenarioPlugins, withPluginRecords } from './plugins.js';
-
-export { ScenarioError };
 import { characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
 import { int } from './fields.js';
+
+export { ScenarioError };
 
 export const MATCHMAKING_POLICIES = MATCH_POLICY_NAMES; // src/matchmaking/index.ts: the policies name themselves
 
@@ -109,13 +109,7 @@ function matchmakingSchema() {
 }
 
 /** A registered policy's options schema (undefined: none registered under that key). */
-function matchPolicyOptions(key: string): z.ZodType<unknown> | undefined {
-  try {
-    return matchPolicy(key).options as z.ZodType<unknown>;
-  } catch {
-    return undefined;
-  }
-}
+const matchPolicyOptions = (key: string): z.ZodType<unknown> | undefined => (isMatchPolicy(key) ? (matchPolicy(key).options as z.ZodType<unknown>) : undefined);
 
 const CROSSOVER_EXPECTED = `expected ${CROSSOVER_KINDS.join(', ')}, or the path of a plug-in module`;
 
