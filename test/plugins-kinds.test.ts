@@ -25,19 +25,23 @@ const validate = (text) => {
   return { valid: true, task: { type: 'sort', digits }, fuelUsed: digits.length, metrics: { size: digits.length, depth: 1, operators: ['sort'], signature: 'len' + digits.length } };
 };
 const check = (task, answer) => ({ correct: answer.replace(/[^0-9]/g, '') === [...task.digits].sort().join(''), reason: 'compared' });
-export default {
-  name: 'sorting',
-  taskTypes: ['sort'],
-  alphabet: '0123456789 :\\nabcdefghijklmnopqrstuvwxyz',
-  presetContext: 64,
-  proposalPrompt: () => ({ prompt: 'digits:', given: '' }),
-  solvePrompt: (task) => 'sort ' + task.digits + ':',
-  minimumTokens: () => 4,
-  verifierPool: () => ({
-    verify: async (jobs) => jobs.map((job) => (job.kind === 'validate' ? { kind: 'validate', validation: validate(job.text) } : { kind: 'check', check: check(job.task, job.answer) })),
-    close: async () => {},
-  }),
-};
+// a class instance: its methods live on the prototype (populora reads and binds each member)
+class Sorting {
+  name = 'sorting';
+  taskTypes = ['sort'];
+  alphabet = '0123456789 :\\nabcdefghijklmnopqrstuvwxyz';
+  presetContext = 64;
+  proposalPrompt() { return { prompt: 'digits:', given: '' }; }
+  solvePrompt(task) { return 'sort ' + task.digits + ':'; }
+  minimumTokens() { return 4; }
+  verifierPool() {
+    return {
+      verify: async (jobs) => jobs.map((job) => (job.kind === 'validate' ? { kind: 'validate', validation: validate(job.text) } : { kind: 'check', check: check(job.task, job.answer) })),
+      close: async () => {},
+    };
+  }
+}
+export default new Sorting();
 `);
 // Teachers: options.valid for a valid task, the built-in penalty otherwise; students: 2 right, -1 wrong.
 writeFileSync(join(dir, 'rewards/flat.js'), `
@@ -130,5 +134,14 @@ describe('a domain, a reward hook, a rating system and an evolution operator wri
     }
 
     expect(await replayRun(out)).toMatchObject({ identical: true, hash: result.hash });
+  });
+
+  it('stops a run whose operator returns a child that would poison the bank, naming the operator and the value', async () => {
+    writeFileSync(join(dir, 'ops/nan.js'), 'export default { mutate: (parent) => ({ ...parent, layers: parent.layers.map((layer) => Object.fromEntries(Object.entries(layer).map(([m, x]) => [m, { a: x.a.slice(), b: x.b.map(() => NaN) }]))) }) };\n');
+    writeFileSync(join(dir, 'nan.yaml'), SCENARIO.replace('crossoverProbability: 1, mutation: ./ops/scale-and-mean.js, mutationOptions: { factor: 3 }, crossover: ./ops/scale-and-mean.js', 'crossoverProbability: 0, mutation: ./ops/nan.js'));
+    const error = await runScenario(await openScenario(join(dir, 'nan.yaml')), { outDir: join(dir, 'nan-run') }).then(() => null, (e: Error) => e);
+    const messages: string[] = [];
+    for (let e: Error | undefined = error ?? undefined; e; e = e.cause as Error | undefined) messages.push(e.message);
+    expect(messages.join(' / ')).toMatch(new RegExp(`the evolution operator ${join(dir, 'ops/nan.js')}, mutate\\(\\) returned a child whose layer 0 \\w+ B\\[0\\] is NaN: a child holds finite numbers only`));
   });
 });

@@ -108,27 +108,39 @@ function policyOf(plugin: MatchPolicyPlugin<Record<string, unknown>>, file: stri
 
 const PRINTABLE = `${Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).join('')}\n`;
 
-/** A plug-in domain with its defaults filled in and its synchronous functions guarded. */
+/**
+ * A plug-in domain with its defaults filled in and its synchronous functions guarded. Members are read one by one
+ * (a domain may be a class instance, its methods on the prototype) and bound to it.
+ */
 function domainOf(plugin: DomainPlugin, file: string): Domain {
-  const guard = <K extends keyof Domain>(member: K): Partial<Domain> => {
-    const fn = plugin[member as keyof DomainPlugin];
-    return typeof fn === 'function' ? { [member]: guarded(`the domain ${file}, ${String(member)}()`, (fn as (...args: unknown[]) => unknown).bind(plugin)) } : {};
+  const read = (name: keyof Domain): unknown => {
+    const value = plugin[name as keyof DomainPlugin];
+    return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(plugin) : value;
   };
-  const minimum = Math.max(...plugin.taskTypes.map((type) => guarded(`the domain ${file}, minimumTokens()`, plugin.minimumTokens.bind(plugin))([type])));
+  const guardedRead = (name: keyof Domain) => {
+    const fn = read(name) as ((...args: unknown[]) => unknown) | undefined;
+    return fn === undefined ? {} : { [name]: guarded(`the domain ${file}, ${name}()`, fn) };
+  };
+  const minimumTokens = guarded(`the domain ${file}, minimumTokens()`, read('minimumTokens') as Domain['minimumTokens']);
+  const optional = (name: keyof Domain) => (plugin[name as keyof DomainPlugin] === undefined ? {} : { [name]: read(name) });
   return {
-    ...plugin,
+    name: plugin.name,
+    taskTypes: plugin.taskTypes,
     alphabet: plugin.alphabet ?? PRINTABLE,
     presetContext: plugin.presetContext ?? 256,
     seedReferences: plugin.seedReferences ?? [],
     prompts: plugin.prompts ?? null,
-    tokenBudgetHint: plugin.tokenBudgetHint ?? 2 * minimum,
-    ...guard('proposalPrompt'),
-    ...guard('solvePrompt'),
-    ...guard('minimumTokens'),
-    ...guard('tokenMask'),
-    ...guard('heldOutTasks'),
+    tokenBudgetHint: plugin.tokenBudgetHint ?? 2 * Math.max(...plugin.taskTypes.map((type) => minimumTokens([type]))),
+    minimumTokens,
+    verifierPool: read('verifierPool') as Domain['verifierPool'],
+    ...guardedRead('proposalPrompt'),
+    ...guardedRead('solvePrompt'),
+    ...guardedRead('tokenMask'),
+    ...guardedRead('tokenAutomaton'),
+    ...guardedRead('heldOutTasks'),
+    ...optional('pretraining'),
     commands: [], // a plug-in domain's commands are not added to the command line (it is loaded with a scenario)
-  } as Domain;
+  } as unknown as Domain; // proposalPrompt and solvePrompt are required members (checkShape)
 }
 
 /** Registers a checked plug-in under `key` (its module's absolute path) in its kind's registry. */

@@ -81,12 +81,10 @@ export async function loadPlugin(kind: PluginKind, path: string, field: string, 
     const changed = changedFile(entry.files, files);
     if (changed) throw new PluginError(`${label}: ${changed} changed after this process imported the plug-in, and Node cannot import a changed module again; run it in a new process`);
   } else {
-    const value = await importDefault(path, label);
-    entry = { files, value: value as object, kinds: new Set() };
-    checkShape(kind, value, path, field);
+    entry = { files, value: (await importDefault(path, label)) as object, kinds: new Set() };
     imported.set(path, entry);
   }
-  checkShape(kind, entry.value, path, field); // a module may serve two fields (mutation and crossover) or kinds
+  checkShape(kind, entry.value, path, field); // per field: a module may serve two (mutation and crossover), or two kinds
   if (!entry.kinds.has(kind)) {
     registerPlugin(kind, entry.value, path);
     entry.kinds.add(kind);
