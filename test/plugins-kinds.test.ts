@@ -2,10 +2,11 @@
 // process), a reward hook for both roles, a rating system, and an evolution operator giving both a mutation and a
 // crossover. Each is checked by what it leaves in the run folder against what its code says it does; the run
 // replays identically.
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { scenarioHash } from '../src/cluster/scenario-hash.js';
 import { loadPeftAdapter } from '../src/model/peft.js';
 import { readEventLog } from '../src/runtime/event-log.js';
 import { openScenario } from '../src/scenario/scenario.js';
@@ -134,6 +135,15 @@ describe('a domain, a reward hook, a rating system and an evolution operator wri
     }
 
     expect(await replayRun(out)).toMatchObject({ identical: true, hash: result.hash });
+
+    // the same experiment from another folder: another absolute path for every plug-in, the same run hash (the log
+    // names an operator by file@sha256), and the same scenario hash a cluster's workers compare
+    const elsewhere = mkdtempSync(join(tmpdir(), 'populora-plugin-kinds-moved-'));
+    cpSync(dir, elsewhere, { recursive: true, filter: (path) => !path.includes('/run') });
+    const moved = await openScenario(join(elsewhere, 'kinds.yaml'));
+    expect(moved.plugins![0]!.path).toBe(join(elsewhere, 'domains/sorting/index.js'));
+    expect(scenarioHash(moved)).toBe(scenarioHash(scenario));
+    expect((await runScenario(moved, { outDir: join(elsewhere, 'run') })).hash).toBe(result.hash);
   });
 
   it('stops a run whose operator returns a child that would poison the bank, naming the operator and the value', async () => {

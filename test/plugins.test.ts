@@ -3,6 +3,7 @@
 // options validated by their own schema; recorded with their content hashes, so that replay and resume refuse a
 // changed one by name; kept to the replay rules (no Math.random, no clock) at run time; and a policy that answers
 // differently on a replay is named as the first divergent event.
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -158,5 +159,18 @@ export default { choose: ({ teacher, students, count }) => { calls++; const othe
     expect(verdict.index).toBe(firstAssign); // the matchmaker's first assignment is where the replay parts from the run
     expect(verdict.recorded?.type).toBe('assign');
     expect(verdict.replayed?.type).toBe('assign');
+  });
+
+  it('written in TypeScript: run as it is where Node strips types, else refused with what to do', () => {
+    writeFileSync(join(dir, 'policies', 'typed.ts'), 'export default { choose: ({ students, count }: { students: unknown[]; count: number }) => students.slice(0, count) };\n');
+    scenarioFile('typed.yaml', scenarioText('./policies/typed.ts', '{}').replace('steps: 2', 'steps: 1'));
+    const bin = join(import.meta.dirname, '..', 'dist', 'src', 'cli', 'main.js');
+    const run = spawnSync('node', [bin, 'run', join(dir, 'typed.yaml'), '--out', join(dir, 'typed-run')], { encoding: 'utf8' });
+    if ((process.features as { typescript?: unknown }).typescript) {
+      expect(run.status, run.stderr).toBe(0);
+    } else {
+      expect(run.status).toBe(1);
+      expect(run.stderr.trim()).toBe(`populora: ${join(dir, 'typed.yaml')}: field "matchmaking.policy": this Node cannot import TypeScript; compile the plug-in to JavaScript (tsc, esbuild) and name the .js file, or run populora on a Node that strips types (node --experimental-strip-types, Node 22.6+) (docs/plugins.md, "TypeScript plug-ins")`);
+    }
   });
 });
