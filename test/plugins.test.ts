@@ -117,6 +117,15 @@ describe('a matchmaking policy named by path', () => {
     expect((await replayRun(out)).identical).toBe(true);
   });
 
+  it('refuses a plug-in changed after this process imported it (Node would run the old code), naming the file', async () => {
+    const policy = join(dir, 'policies', 'edited.js');
+    writeFileSync(policy, 'export default { choose: ({ students, count }) => students.slice(0, count) };\n');
+    const file = scenarioFile('edited.yaml', scenarioText('./policies/edited.js', '{}'));
+    await openScenario(file);
+    writeFileSync(policy, 'export default { choose: ({ students, count }) => students.slice(-count) };\n');
+    expect(await refusal(file)).toBe(`${file}: field "matchmaking.policy": ${policy} changed after this process imported the plug-in, and Node cannot import a changed module again; run it in a new process`);
+  });
+
   it('names the missing member, a member of the wrong type, a missing file, and an option its schema refuses', async () => {
     writeFileSync(join(dir, 'policies', 'no-choose.js'), 'export default { reach: () => 1 };\n');
     writeFileSync(join(dir, 'policies', 'bad-options.js'), 'export default { options: { offset: 1 }, choose: () => [] };\n');

@@ -10,7 +10,7 @@ import { registerMatchPolicy, type MatchContext, type MatchPolicy, type MemberVi
 import { registerRatingSystem } from '../rating/rating.js';
 import { registerRewardHook } from '../rewards/rules.js';
 import type { PluginKind } from '../scenario/plugin-fields.js';
-import type { DomainPlugin, MatchPolicyPlugin } from './define.js';
+import type { DomainPlugin, MatchPolicyPlugin, RatingSystemPlugin } from './define.js';
 import { PluginError } from './errors.js';
 import { guarded } from './guard.js';
 import { asZod, isOptionsSchema, type OptionsSchema } from './options.js';
@@ -154,7 +154,7 @@ export function registerPlugin(kind: PluginKind, value: object, key: string): vo
     case 'operator':
       return registerEvolutionOperator(key, value, options);
     case 'rating':
-      return registerRatingSystem(key, value as never, options);
+      return registerRatingSystem(key, value as RatingSystemPlugin<unknown>, options);
     case 'reward':
       return registerRewardHook(key, value, options);
   }

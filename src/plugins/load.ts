@@ -13,7 +13,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { PluginKind, PluginRecord } from '../scenario/plugin-fields.js';
 import { PluginError } from './errors.js';
 import { hashPluginFiles, prepareHashing, type PluginFiles } from './files.js';
-import { checkShape, KIND_NAMES, registerPlugin } from './kinds.js';
+import { checkShape, registerPlugin } from './kinds.js';
 
 /** What this process imported, by module path: its files as they were then, and the kinds it was registered as. */
 const imported = new Map<string, { files: PluginFiles; value: object; kinds: Set<PluginKind> }>();
@@ -73,14 +73,18 @@ export function changedFile(before: PluginFiles, now: PluginFiles): string | nul
   return (a.find((f) => b.find((g) => g.path === f.path)?.sha256 !== f.sha256) ?? b.find((g) => !a.some((f) => f.path === g.path)))?.path ?? before.module.path;
 }
 
+/** Refuses a plug-in whose files changed after this process imported it (Node would run the old code). */
+function checkNotStale(before: PluginFiles, now: PluginFiles, label: string): void {
+  const changed = changedFile(before, now);
+  if (changed) throw new PluginError(`${label}: ${changed} changed after this process imported the plug-in, and Node cannot import a changed module again; run it in a new process`);
+}
+
 /** Imports the plug-in at `path`, checks it as a `kind` named by `field`, and registers it; its record for the run. */
 export async function loadPlugin(kind: PluginKind, path: string, field: string, label: string): Promise<PluginRecord> {
   const files = await currentFiles(path, label);
   let entry = imported.get(path);
-  if (entry) {
-    const changed = changedFile(entry.files, files);
-    if (changed) throw new PluginError(`${label}: ${changed} changed after this process imported the plug-in, and Node cannot import a changed module again; run it in a new process`);
-  } else {
+  if (entry) checkNotStale(entry.files, files, label);
+  else {
     entry = { files, value: (await importDefault(path, label)) as object, kinds: new Set() };
     imported.set(path, entry);
   }
@@ -97,13 +101,9 @@ export function loadedRecord(kind: PluginKind, path: string, field: string, labe
   const entry = imported.get(path);
   if (!entry || !entry.kinds.has(kind)) return null;
   const files = filesNow(path, label);
-  const changed = changedFile(entry.files, files);
-  if (changed) throw new PluginError(`${label}: ${changed} changed after this process imported the plug-in, and Node cannot import a changed module again; run it in a new process`);
+  checkNotStale(entry.files, files, label);
   checkShape(kind, entry.value, path, field);
   return recordOf(field, files);
 }
 
 const recordOf = (field: string, files: PluginFiles): PluginRecord => ({ field, path: files.module.path, sha256: files.module.sha256, imports: files.imports });
-
-/** "the matchmaking policy /x/p.js": how messages name a plug-in of a kind. */
-export const describePlugin = (kind: PluginKind, path: string) => `the ${KIND_NAMES[kind]} ${path}`;
