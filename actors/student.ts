@@ -1,7 +1,7 @@
 // A student: one population member that solves tasks. For each task the matchmaker assigns it, it asks the
 // engine for `answersPerStudent` answers, has the verifier check them, tells the teacher (and the population
 // manager, for ratings) how many were correct, and at the learn phase hands its samples to the engine with
-// reward 1 for a correct answer and 0 otherwise.
+// reward 1 for a correct answer and 0 otherwise (AZR's; a scenario's reward hook may shape it: src/rewards/rules.ts).
 
 import type { Domain, PromptSet, Task } from '../src/domains/domain.js';
 import type { Address, Handler } from '../src/runtime/world.js';

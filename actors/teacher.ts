@@ -1,7 +1,8 @@
 // A teacher: one population member that proposes tasks. Per step it asks the engine for `perTeacher` proposals of
 // each task type, has the verifier validate them, offers the valid ones to the matchmaker, gathers the students'
 // outcomes, and at the learn phase turns them into rewards (DESIGN.md: learnability 1 - solve rate; a penalty
-// for an invalid task; optionally 0 when no student solved it) and hands its samples to the engine.
+// for an invalid task; optionally 0 when no student solved it; or a scenario's reward hook: src/rewards/rules.ts)
+// and hands its samples to the engine.
 // Where the domain conditions proposals on examples (the code domain, as AZR does), each prompt shows
 // `references` tasks drawn from the teacher's buffer: the domain's seed tasks, then its own valid proposals.
 // What a prompt already gives of the proposal (a program to write inputs for) is validated as part of it.
@@ -13,7 +14,6 @@ import type { VerifierMessage, VerifierReply } from './verifier.js';
 import type { ProposalOutcome, RewardRules } from '../src/rewards/rules.js';
 
 export { teacherReward } from '../src/rewards/rules.js';
-
 
 export interface TeacherConfig {
   domain: Domain;

@@ -118,7 +118,7 @@ export function coreSettings(scenario: Scenario, parts: ModelInfo): CoreSettings
  * How a plug-in is named in what a run writes besides scenario.json (messages, lineage): file@sha256, so that the
  * run's hash does not depend on the folder it was loaded from. A built-in's name stays as it is.
  */
-export function pluginName(scenario: Scenario, field: string, value: string): string {
+function pluginName(scenario: Scenario, field: string, value: string): string {
   const record = scenario.plugins?.find((p) => p.field === field);
   return record && isPluginReference(value) ? pluginLabel(record) : value;
 }
