@@ -110,6 +110,9 @@ describe('a matchmaking policy named by path', () => {
       await expect(replayRun(out)).rejects.toThrow(new RegExp(`^${join(out, 'scenario.json')}: the plug-in ${join(dir, 'policies', 'rotate.js')} \\(matchmaking.policy\\) is not the code this run recorded: ${lib}, which it imports, has changed since the run`));
       const text = readFileSync(join(out, 'scenario.json'), 'utf8');
       await expect(readScenario(text, join(out, 'scenario.json'), { relativeTo: out })).rejects.toThrow(/is not the code this run recorded/);
+      const resume = spawnSync('node', [join(import.meta.dirname, '..', 'dist', 'src', 'cli', 'main.js'), 'run', '--resume', out], { encoding: 'utf8' });
+      expect(resume.status).toBe(1);
+      expect(resume.stderr.trim()).toMatch(new RegExp(`^populora: ${join(out, 'scenario.json')}: the plug-in .*rotate\\.js \\(matchmaking\\.policy\\) is not the code this run recorded: ${lib}, which it imports, has changed since the run \\(sha256 [0-9a-f]{12}…, now [0-9a-f]{12}…\\)\\. A replay or a resume runs the recorded code`));
     } finally {
       writeFileSync(lib, LIB);
     }

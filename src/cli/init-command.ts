@@ -68,7 +68,7 @@ grid:
 `;
 
 const readme = (dir: string) => `# ${basename(resolve(dir))}: a populora experiment
-Run it: \`npx populora sweep ${join(dir, 'sweep.yaml')}\` (4 runs of a few seconds), then compare: \`npx populora compare runs/NAME --out runs/NAME/compare.html\`.
+Run it: \`npx populora sweep ${join(dir, 'sweep.yaml')}\` (4 short runs, 2 at a time), then compare: \`npx populora compare runs/NAME --out runs/NAME/compare.html\`.
 Edit \`policies/near-rating.js\` (your matchmaking policy) or \`scenario.yaml\`; a run records each plug-in's hash and \`npx populora replay runs/NAME/near-rating_seed-1\` checks it bit for bit.
 Writing plug-ins (policies, domains, evolution operators, ratings, rewards): populora's docs/plugins.md.
 `;
