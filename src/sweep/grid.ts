@@ -63,11 +63,14 @@ export function computeOf(s: Scenario): Compute {
   return { proposalsPerStep, answersPerStep: proposalsPerStep * s.matchmaking.studentsPerTask * s.sampling.answersPerStudent, maxTokens: s.sampling.maxTokens, steps: s.steps };
 }
 
-/** Reads a sweep file, expands its grid and validates every run; throws a ScenarioError naming the field. Plug-ins the runs name must be loaded: openSweep does that. */
+/**
+ * Reads a sweep file, expands its grid and validates every run; throws a ScenarioError naming the field. The
+ * plug-ins the runs name must be loaded already: openSweep does that.
+ */
 export function planSweep(file: string): SweepPlan {
   const { runs, ...plan } = expandSweep(file);
   const resolved = runs.map(({ raw, ...run }) => {
-    const scenario = resolveRun(raw, run.overrides, plan.file, run.dir);
+    const scenario = resolveRun(raw, run.overrides, file, run.dir);
     return { ...run, scenario, compute: computeOf(scenario) };
   });
   if (plan.equalCompute) checkEqualCompute(resolved, file);
