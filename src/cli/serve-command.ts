@@ -11,18 +11,19 @@ export const DEFAULT_PORT = 8470;
 export async function serveCommand(dirs: string[], options: { port: number; host: string; token?: string; pollMs: number }): Promise<void> {
   const folders = dirs.length > 0 ? dirs : ['runs'];
   const dashboard = await startDashboard({ dirs: folders, port: options.port, host: options.host, token: options.token ?? null, pollMs: options.pollMs });
-  for (const missing of dashboard.library.missing()) console.log(`populora serve: ${missing} does not exist yet; it is served as soon as it does`);
-  if (!isLoopback(options.host)) {
-    console.log(`populora serve: listening on ${options.host}, not on loopback: anyone who reaches this machine on port ${dashboard.port} and holds the token can read these runs. The token is in the URL below${options.token ? '' : ' (made up now; --token T sets your own)'}; send it only to whom may read them.`);
-  }
-  console.log(`populora serve: ${dashboard.url} (${folders.join(', ')}; Ctrl-C stops it)`);
-  await new Promise<void>((resolve) => {
+  const stopped = new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop).off('SIGTERM', stop);
       dashboard.close().then(resolve, resolve);
     };
     process.on('SIGINT', stop).on('SIGTERM', stop);
   });
+  for (const missing of dashboard.library.missing()) console.log(`populora serve: ${missing} does not exist yet; it is served as soon as it does`);
+  if (!isLoopback(options.host)) {
+    console.log(`populora serve: listening on ${options.host}, not on loopback: anyone who reaches this machine on port ${dashboard.port} and holds the token can read these runs. The token is in the URL below${options.token ? '' : ' (made up now; --token T sets your own)'}; send it only to whom may read them.`);
+  }
+  console.log(`populora serve: ${dashboard.url} (${folders.join(', ')}; Ctrl-C stops it)`);
+  await stopped;
 }
 
 /** An option's value as a whole number from 0 to `max`, or a one-line error naming the option. */
