@@ -64,14 +64,14 @@ describe('the sample index', () => {
     const index = indexOf(run);
     expect(index.lineage).toEqual(JSON.parse(readFileSync(join(run, 'lineage.json'), 'utf8')));
     expect(index.lineage.length).toBeGreaterThan(0);
-    for (const m of metricsOf(run)) agreesWithMetrics(index, m);
+    for (const m of metricsOf(run)) agreesWithMetrics(index, m, run);
   });
 
   it.each(FORMATS)('reads a log written by the code of commit %s (test/serve-formats/README.md)', (commit) => {
     const dir = join('test/serve-formats', commit);
     const index = indexOf(dir);
     expect(index.lineage).toEqual(JSON.parse(readFileSync(join(dir, 'lineage.json'), 'utf8')));
-    for (const m of metricsOf(dir)) agreesWithMetrics(index, m);
+    for (const m of metricsOf(dir)) agreesWithMetrics(index, m, dir);
     const untilRequestIds = ['e9adb63', '31f11d4', 'fe2f28c', 'e541e56'].includes(commit); // training samples named request ids from 7636d0f on
     expect([...index.notes].some((note) => note.startsWith('training samples without request ids'))).toBe(untilRequestIds);
   });
@@ -104,12 +104,17 @@ describe('the sample index', () => {
 });
 
 /** The step's metrics line, computed by the run's own code, against the samples the index holds for that step. */
-function agreesWithMetrics(index: SampleIndex, m: StepMetrics): void {
+function agreesWithMetrics(index: SampleIndex, m: StepMetrics, dir: string): void {
   const step = index.step(m.step)!;
   const judged = step.proposals.filter((p) => p.fault === null);
   const answers = step.answers.filter((a) => a.fault === null);
   expect(judged.filter((p) => p.valid).length / judged.length, `validity at step ${m.step}`).toBeCloseTo(m.validity, 12);
   if (m.solveRate !== null) expect(answers.filter((a) => a.correct).length / answers.length, `solve rate at step ${m.step}`).toBeCloseTo(m.solveRate, 12);
+  // Each reward is the one its generation earned (actors/teacher.ts, student.ts: the scenario's rewards), so a reward
+  // matched to the wrong proposal or answer shows.
+  const { rewards } = JSON.parse(readFileSync(join(dir, 'scenario.json'), 'utf8')) as { rewards: { invalidPenalty: number; zeroAtUnsolved: boolean } };
+  for (const p of judged) expect(p.reward, `proposal ${p.requestId}`).toBe(!p.valid ? rewards.invalidPenalty : p.answers === 0 || (p.solveRate === 0 && rewards.zeroAtUnsolved) ? 0 : 1 - p.solveRate!);
+  for (const a of answers) expect(a.reward, `answer ${a.requestId}`).toBe(a.correct ? 1 : 0);
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   for (const [id, member] of Object.entries(m.members)) {
     if (member.rewardMean !== undefined) expect(mean(judged.filter((p) => p.teacher === id).map((p) => p.reward!)), `${id}'s reward at step ${m.step}`).toBeCloseTo(member.rewardMean, 12);
