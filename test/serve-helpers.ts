@@ -42,14 +42,17 @@ export function stepFromLog(events: readonly RunEvent[], step: number) {
   const proposals = replies('generated', 'teacher-').map((r) => ({ requestId: r.requestId as number, teacher: r.to, text: r.text as string, valid: validity.get(r.requestId) ?? null }));
   const answers = replies('generated', 'student-').map((r) => ({ requestId: r.requestId as number, student: r.to, text: r.text as string, correct: correct.get(r.requestId) ?? null }));
   const assigned = messages.filter((m) => m.type === 'assign').flatMap((m) => (m.message.tasks as Message[]).map((t) => ({ student: m.to, taskId: t.taskId as number, teacher: t.teacher as string })));
+  const answerTypes = new Map(messages.filter((m) => m.type === 'check').flatMap((m) => (m.message.requests as Message[]).flatMap((r) => (r.answers as Message[]).map((a) => [a.requestId as number, r.task.type as string] as const))));
+  const proposalTypes = new Map(messages.filter((m) => m.type === 'validate').flatMap((m) => (m.message.requests as Message[]).map((r) => [r.requestId as number, r.taskType as string] as const)));
   const outcomes = messages.filter((m) => m.type === 'outcomes' && m.to.startsWith('teacher-')).flatMap((m) => m.message.outcomes as Array<{ taskId: number; teacher: string; student: string; correct: number; total: number }>);
-  return { proposals, answers, assigned, outcomes };
+  return { proposals, answers, assigned, outcomes, answerTypes, proposalTypes };
 }
 
 export const logOf = (dir: string) => readEventLog(join(dir, 'events.msgpack')).events;
 
 /** Text a model might write to attack whoever reads it: markup, script, a terminal escape. */
 export const HOSTILE = `<script>window.__pwned = 'script'</script><img src=x onerror="window.__pwned = 'img'">"'&amp; \u001b[2J`;
+export const HOSTILE_ID = `<img src=x onerror="window.__pwned = 'id'">`;
 
 /**
  * A run folder holding one step whose teacher proposed HOSTILE (and whose student answered it), written with the
@@ -60,7 +63,8 @@ export function hostileRun(dir: string): string {
   writeFileSync(join(dir, 'scenario.json'), JSON.stringify({ name: `hostile ${HOSTILE}`, seed: 1, steps: 1, sampling: { answersPerStudent: 1 }, tasks: { types: ['deduce'] } }));
   const log = new EventLog(join(dir, 'events.msgpack'));
   const send = (actor: string, to: string, message: Message) => log.append({ step: 0, actor, type: message.type, payload: { to, message } });
-  const [teacher, student] = ['teacher-0-0', 'student-1-0'];
+  // Even a member's id is hostile here (a real run makes them from numbers; a folder handed over can hold anything).
+  const [teacher, student] = ['teacher-0-0', `student-1-0${HOSTILE_ID}`];
   const task = { type: 'deduce', expr: HOSTILE, inputs: [1], outputs: [2] };
   send('population-manager', 'matchmaker', { type: 'roster', members: [{ id: student, role: 'student', subpopulation: 1, adapterSlot: 1, rating: 1000 }, { id: teacher, role: 'teacher', subpopulation: 0, adapterSlot: 0, rating: 1000 }] });
   send(teacher, 'engine', { type: 'generate', replyTo: teacher, requests: [{ requestId: 0, slot: 0, prompt: `prompt ${HOSTILE}`, format: 'proposal/deduce' }] });
@@ -72,10 +76,10 @@ export function hostileRun(dir: string): string {
   send(student, 'engine', { type: 'generate', replyTo: student, requests: [{ requestId: 1, slot: 1, prompt: `solve ${HOSTILE}`, format: 'answer/deduce' }] });
   send('engine', student, { type: 'generated', results: [{ requestId: 1, text: HOSTILE }] });
   send('verifier', student, { type: 'checked', results: [{ requestId: 1, check: { correct: false, reason: `wrong ${HOSTILE}` } }] });
+  send('population-manager', 'engine', { type: 'evolve', requestId: 2, replyTo: 'population-manager', children: [{ slot: 1, parentSlots: [1], operator: 'mutate', seed: 3, inheritOptimizerFrom: null }], sigma: 0.05, crossover: 'svd' });
   log.close();
   const members = { [teacher]: { rating: 1000, rewardMean: 1, validity: 1 }, [student]: { rating: 1000, solveRate: 0 } };
   writeFileSync(join(dir, 'metrics.jsonl'), `${JSON.stringify({ step: 0, solveRate: 0, teacherReward: 1, validity: 1, coverage: 1, members, matches: [{ teacher, student, tasks: 1, correct: 0, answers: 1 }], subpopulations: [], evolution: [] })}\n`);
-  writeFileSync(join(dir, 'lineage.json'), JSON.stringify([{ child: `${teacher}.g1 ${HOSTILE}`, parents: [`${teacher}.g0`], operator: 'mutate', parameters: { sigma: HOSTILE }, seed: 1, step: 0 }]));
   return dir;
 }
 
