@@ -52,8 +52,9 @@ async function open(path: string, options: { bypassCSP?: boolean } = {}): Promis
 const errorsOf = (page: Page) => (page as Page & { errors: string[] }).errors;
 
 /** Each row of a sample table: its data attributes and its cells' text. */
-const rowsOf = (page: Page, table: 'proposals' | 'answers') =>
-  page.$$eval(`#${table} tbody tr`, (rows) => rows.map((row) => ({ ...(row as HTMLElement).dataset, cells: [...row.children].map((cell) => (cell as HTMLElement).innerText) })));
+type Row = { request: string; valid?: string; cells: string[] };
+const rowsOf = (page: Page, table: 'proposals' | 'answers'): Promise<Row[]> =>
+  page.$$eval(`#${table} tbody tr`, (rows) => rows.map((row) => ({ ...(row as HTMLElement).dataset, cells: [...row.children].map((cell) => (cell as HTMLElement).innerText) }) as Row));
 
 async function showStep(page: Page, step: number): Promise<void> {
   await page.waitForSelector(`body[data-shown-step="${step}"]`);

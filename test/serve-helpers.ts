@@ -36,7 +36,7 @@ const messagesOf = (events: readonly RunEvent[], step: number) =>
 /** What a step's log says, read message by message: proposals (teacher, text, valid), answers (student, text, correct), assignments, outcomes. */
 export function stepFromLog(events: readonly RunEvent[], step: number) {
   const messages = messagesOf(events, step);
-  const replies = (type: string, prefix: string) => messages.filter((m) => m.type === type && m.to.startsWith(prefix)).flatMap((m) => (m.message.results as Message[]).map((r) => ({ ...r, to: m.to })));
+  const replies = (type: string, prefix: string): Message[] => messages.filter((m) => m.type === type && m.to.startsWith(prefix)).flatMap((m) => (m.message.results as Message[]).map((r) => ({ ...r, to: m.to })));
   const validity = new Map(replies('validated', 'teacher-').map((r) => [r.requestId as number, r.validation?.valid as boolean]));
   const correct = new Map(replies('checked', 'student-').map((r) => [r.requestId as number, r.check?.correct as boolean]));
   const proposals = replies('generated', 'teacher-').map((r) => ({ requestId: r.requestId as number, teacher: r.to, text: r.text as string, valid: validity.get(r.requestId) ?? null }));

@@ -8,6 +8,7 @@ import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSy
 import { request } from 'node:http';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LogTail } from '../src/serve/log-tail.js';
 import { RunFolder } from '../src/serve/run-folder.js';
@@ -265,7 +266,7 @@ describe('populora serve over HTTP', () => {
   it('escapes `<` in every JSON answer, so no text of a run can close a script element or an HTML context', async () => {
     const dir = join(root, 'served', 'hostile');
     hostileRun(dir);
-    await new Promise((resolve) => setTimeout(resolve, 300)); // a few polls: the new folder is found
+    await sleep(300); // a few polls: the new folder is found
     const step = await get(dashboard.port, '/api/run/served%2Fhostile/step/0');
     expect(step.status).toBe(200);
     expect(step.body).not.toContain('<');
@@ -279,7 +280,7 @@ describe('populora serve over HTTP', () => {
       const at = `/api/run/${encodeURIComponent(id)}`;
       for (const path of [`/run/${encodeURIComponent(id)}`, at, `${at}?from=2`, ...[0, 1, 2, 3].map((s) => `${at}/step/${s}`), ...[0, 5, 50].map((e) => `${at}/event/${e}`), `/run/${encodeURIComponent(id)}/event/3`]) await get(dashboard.port, path);
     }
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     expect(snapshot(served)).toEqual(before);
   });
 
