@@ -61,7 +61,7 @@ function updateSlider() {
   if (Array.isArray(types)) fillSelect($('type'), types, 'any');
   if (last < 0) return;
   if (state.step === null) showStep(initialStep(last));
-  else if ($('follow').checked && state.step !== last) showStep(last);
+  else if (($('follow').checked && state.step !== last) || state.step > last) showStep(last); // following, or the folder holds a shorter run now
   else if (state.steps.get(state.step)?.complete === false) showStep(state.step, { refetch: true });
 }
 
