@@ -49,6 +49,7 @@ export const runPage = (id: string) =>
   <label>student <select id="student"><option value="">any</option></select></label>
   <label>search <input id="search" type="search" placeholder="text in a prompt, proposal, answer, verdict"></label>
 </div>
+<p class="note">The log column links each message a sample went through to its record in the event log: assign (the matchmaker's), gen (the request to the engine), text (the engine's reply), val and verdict (the verifier's), offer, outcome (the students' results to the teacher), train (the reward it was trained with).</p>
 <p id="step-note" class="note"></p>
 <div id="step-view"></div>
 </section>

@@ -9,11 +9,11 @@ const ROWS_SHOWN = 400;
 /** Characters of a long prompt shown before it folds (the code domain's prompts carry reference programs). */
 const PROMPT_CHARACTERS = 160;
 
-/** Which events a link names, in the order a sample lived through them. */
-const EVENT_KINDS = ['generate', 'generated', 'validate', 'verdict', 'offer', 'assign', 'outcome', 'train'];
+/** The events a sample lived through, in order, each with its short label in the log column. */
+const EVENT_KINDS = { assign: 'assign', generate: 'gen', generated: 'text', validate: 'val', verdict: 'verdict', offer: 'offer', outcome: 'outcome', train: 'train' };
 
 function eventLinks(runId, events) {
-  return el('span', { class: 'events' }, EVENT_KINDS.filter((kind) => events[kind] !== undefined).map((kind) => el('a', { href: eventUrl(runId, events[kind]), title: `record ${events[kind]} of the event log` }, `${kind} #${events[kind]}`)));
+  return el('span', { class: 'events' }, Object.entries(EVENT_KINDS).filter(([kind]) => events[kind] !== undefined).map(([kind, label]) => el('a', { href: eventUrl(runId, events[kind]), title: `the ${kind} message: record ${events[kind]} of the event log` }, `${label} ${events[kind]}`)));
 }
 
 /** A text from the run, whole; a long one folds behind its first characters. */
@@ -82,10 +82,10 @@ function sampleFilter(step, f) {
   return { proposal, answer };
 }
 
-/** A table of rows (arrays of cells), the first ROWS_SHOWN of them until "show all". */
-function table(id, head, rows, total) {
+/** A table of rows (arrays of cells), the first ROWS_SHOWN of them until "show all"; `narrow` columns never wrap. */
+function table(id, head, rows, total, narrow) {
   const body = el('tbody');
-  const shown = (limit) => body.replaceChildren(...rows.slice(0, limit).map((cells) => el('tr', { dataset: cells.dataset }, cells.map((cell) => el('td', null, cell)))));
+  const shown = (limit) => body.replaceChildren(...rows.slice(0, limit).map((cells) => el('tr', { dataset: cells.dataset }, cells.map((cell, i) => el('td', { class: narrow.includes(i) ? 'narrow' : null }, cell)))));
   shown(ROWS_SHOWN);
   const more = rows.length > ROWS_SHOWN ? el('button', { onclick: (event) => (shown(rows.length), event.target.remove()) }, `show all ${rows.length}`) : null;
   const caption = el('p', { class: 'count' }, `${rows.length} of ${total} shown`, more);
@@ -122,7 +122,7 @@ function renderStep(runId, data, filters) {
   // The tasks each student got (in the order the matchmaker assigned them), with its own answers' tally.
   // A teacher chosen (as the member or the teacher filter): the students that got its tasks, and only those tasks.
   const teacher = filters.teacher || (step.members.find((m) => m.id === filters.member)?.role === 'teacher' ? filters.member : '');
-  const ofStudent = (student) => step.answers.filter((a) => a.student === student && (teacher === '' || a.teacher === teacher));
+  const ofStudent = (student) => step.answers.filter((a) => a.student === student && (teacher === '' || a.teacher === teacher) && (filters.type === '' || a.taskType === filters.type));
   const students = [...new Set(step.answers.map((a) => a.student))].filter((s) => (filters.member === '' || filters.member === teacher || s === filters.member) && (filters.student === '' || s === filters.student) && ofStudent(s).length > 0);
   const tasksOf = (student) => {
     const seen = new Map();
@@ -146,11 +146,11 @@ function renderStep(runId, data, filters) {
 
   return el('div', null,
     el('h3', null, 'Proposals'),
-    table('proposals', ['#', 'teacher', 'type', 'prompt', 'proposal', 'verdict', 'task', 'metrics', 'students', 'solved', 'reward', 'log'], proposalRows, step.proposals.length),
+    table('proposals', ['#', 'teacher', 'type', 'prompt', 'proposal', 'verdict', 'task', 'metrics', 'students', 'solved', 'reward', 'log'], proposalRows, step.proposals.length, [0, 1, 2, 10]),
     el('h3', null, 'Tasks each student got'),
     students.length === 0 ? el('p', { class: 'empty' }, 'no task was assigned') : assigned,
     el('h3', null, 'Answers'),
-    table('answers', ['#', 'student', 'teacher', 'type', 'task', 'prompt', 'answer', 'verdict', 'reward', 'log'], answerRows, step.answers.length),
+    table('answers', ['#', 'student', 'teacher', 'type', 'task', 'prompt', 'answer', 'verdict', 'reward', 'log'], answerRows, step.answers.length, [0, 1, 2, 3, 8]),
     el('h3', null, 'Evolution'),
     evolutionView,
   );
