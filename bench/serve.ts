@@ -54,6 +54,7 @@ const time = (f: () => void) => {
 };
 
 const dir = runFolder();
+const loadAverageAtStart = loadavg();
 const scenario = JSON.parse(readFileSync(join(dir, 'scenario.json'), 'utf8')) as { steps: number; population: { subpopulations: number; teachers: number; students: number } };
 const members = scenario.population.subpopulations * (scenario.population.teachers + scenario.population.students);
 const logBytes = statSync(join(dir, 'events.msgpack')).size;
@@ -158,8 +159,8 @@ await dashboard.close();
 const rows = [
   { what: 'index the whole log (first visit)', ...stats(cold) },
   { what: 'index one more step (a poll while the run writes)', ...stats(perStep) },
-  { what: `GET /api/run (all metrics, ${api.runKiB.toFixed(0)} KiB gzip)`, ...stats(api.run) },
-  { what: `GET /api/run/…/step/N (${api.stepKiB.toFixed(0)} KiB)`, ...stats(api.step) },
+  { what: `GET /api/run (all metrics: ${api.runKiB.toFixed(0)} KiB of JSON, sent gzipped)`, ...stats(api.run) },
+  { what: `GET /api/run/…/step/N (${api.stepKiB.toFixed(0)} KiB of JSON)`, ...stats(api.step) },
   { what: 'run page: load until the samples are drawn', ...stats(browserTimes.samples) },
   { what: 'run page: load until the plots are drawn', ...stats(browserTimes.plots) },
   { what: 'step switch to a step not shown before', ...stats(browserTimes.newStep) },
@@ -178,7 +179,7 @@ const result = {
   repeats,
   rows,
   ratios: report === null ? null : { runPagePlotsOverReport: median(browserTimes.plots) / report, runPageSamplesOverReport: median(browserTimes.samples) / report, wholeIndexOverOneStep: median(cold) / median(perStep) },
-  machine: { cpus: cpus().length, model: cpus()[0]?.model, memoryGiB: totalmem() / 2 ** 30, node: process.version, chromium: spawnSync(chromiumPath, ['--version'], { encoding: 'utf8' }).stdout.trim(), loadAverageAtEnd: loadavg() },
+  machine: { cpus: cpus().length, model: cpus()[0]?.model, memoryGiB: totalmem() / 2 ** 30, node: process.version, chromium: spawnSync(chromiumPath, ['--version'], { encoding: 'utf8' }).stdout.trim(), loadAverageAtStart, loadAverageAtEnd: loadavg() },
 };
 writeFileSync(args.out, jsonText(result));
 console.log(`written: ${args.out}`);

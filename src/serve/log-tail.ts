@@ -99,8 +99,11 @@ export class LogTail {
       if (crc32(payload) !== bytes.readUInt32LE(at + 4 + length)) {
         throw new LogReadError(`${this.file}: record ${this.index} at byte ${this.offset + at} fails its checksum: the log is corrupt (populora replay names the first event that differs)`);
       }
-      const event = packr.unpack(payload) as RunEvent;
-      events.push({ ...event, index: this.index, offset: this.offset + at, bytes: length + 8 });
+      const event = packr.unpack(payload) as LoggedEvent; // its position added in place: a log holds many records
+      event.index = this.index;
+      event.offset = this.offset + at;
+      event.bytes = length + 8;
+      events.push(event);
       this.index++;
       at += 8 + length;
     }

@@ -12,7 +12,7 @@ const FILTERS = ['member', 'type', 'validity', 'answers', 'solved', 'teacher', '
 /** The plots are drawn again at most this often while a run writes (a redraw of every chart costs tens of ms). */
 const CHARTS_EVERY_MS = 2000;
 
-const state = { run: null, metrics: [], generation: null, step: null, steps: new Map(), request: 0, chartsTimer: null, chartsAt: 0 };
+const state = { run: null, metrics: [], generation: null, step: null, steps: new Map(), request: 0, chartsTimer: null, chartsAt: -Infinity };
 
 function lastStep() {
   return Math.max(state.metrics.length - 1, state.run?.lastStep ?? -1);
