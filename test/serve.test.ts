@@ -222,13 +222,19 @@ describe('populora serve over HTTP', () => {
     cpSync(join(run, 'scenario.json'), join(served, 'linked-files', 'scenario.json'));
     symlinkSync(join(outside, 'events.msgpack'), join(served, 'linked-files', 'events.msgpack')); // files that are links out
     symlinkSync('/etc/passwd', join(served, 'linked-files', 'metrics.jsonl'));
+    // A sweep whose finished run has a metrics file that is a link out: its comparison must not read it.
+    mkdirSync(join(served, 'linked-sweep'));
+    cpSync(run, join(served, 'linked-sweep', 'a'), { recursive: true });
+    rmSync(join(served, 'linked-sweep', 'a', 'metrics.jsonl'));
+    symlinkSync(join(outside, 'metrics.jsonl'), join(served, 'linked-sweep', 'a', 'metrics.jsonl'));
+    writeFileSync(join(served, 'linked-sweep', 'sweep.json'), JSON.stringify({ format: 1, name: 'linked-sweep', runs: [{ dir: 'a', group: 'g', status: 'finished' }] }));
     dashboard = await startDashboard({ dirs: [served], port: 0, host: '127.0.0.1', pollMs: 50 });
   });
   afterAll(() => dashboard?.close());
 
   it('lists the runs of the named folder, and none reached through a link out of it', async () => {
     const list = JSON.parse((await get(dashboard.port, '/api/list')).body).list as Array<{ id: string; status: string; step: number }>;
-    expect(list.map((r) => r.id)).toEqual(['served/linked-files', 'served/small']);
+    expect(list.map((r) => r.id)).toEqual(['served/linked-sweep', 'served/linked-files', 'served/small']);
     expect(list.find((r) => r.id === 'served/small')).toMatchObject({ status: 'finished', step: 4 });
   });
 
@@ -250,6 +256,11 @@ describe('populora serve over HTTP', () => {
     const linked = JSON.parse((await get(dashboard.port, '/api/run/served%2Flinked-files')).body);
     expect([linked.metrics, linked.events]).toEqual([[], 0]);
     expect((await get(dashboard.port, '/api/run/served%2Flinked-files/step/0')).body).not.toContain('__pwned');
+    // A sweep's comparison (the report's loader reads the run folder by its own paths) refuses a run with a link out.
+    const comparison = await get(dashboard.port, '/sweep/served%2Flinked-sweep/compare');
+    expect(comparison.body).toContain(`linked-sweep/a/metrics.jsonl is a link out of the served folders`);
+    expect(comparison.body).not.toContain('__pwned');
+    expect(JSON.parse((await get(dashboard.port, '/api/run/served%2Flinked-sweep%2Fa')).body).metrics).toEqual([]);
   });
 
   it('answers only to a loopback Host (no DNS rebinding), sends no inline script policy, and refuses writes', async () => {
@@ -275,8 +286,10 @@ describe('populora serve over HTTP', () => {
 
   it('writes nothing in the folders it serves, whatever is asked of it', async () => {
     const before = snapshot(served);
-    const list = JSON.parse((await get(dashboard.port, '/api/list')).body).list as Array<{ id: string }>;
-    for (const { id } of list) {
+    const list = JSON.parse((await get(dashboard.port, '/api/list')).body).list as Array<{ id: string; kind: string }>;
+    for (const { id } of list.filter((item) => item.kind === 'sweep')) for (const path of ['/sweep/', '/api/sweep/']) await get(dashboard.port, `${path}${encodeURIComponent(id)}`);
+    await get(dashboard.port, '/sweep/served%2Flinked-sweep/compare');
+    for (const { id } of list.filter((item) => item.kind === 'run')) {
       const at = `/api/run/${encodeURIComponent(id)}`;
       for (const path of [`/run/${encodeURIComponent(id)}`, at, `${at}?from=2`, ...[0, 1, 2, 3].map((s) => `${at}/step/${s}`), ...[0, 5, 50].map((e) => `${at}/event/${e}`), `/run/${encodeURIComponent(id)}/event/3`]) await get(dashboard.port, path);
     }

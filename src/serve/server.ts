@@ -15,12 +15,14 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { loadRun, reportPage, ReportError, type RunData } from '../report/report.js';
 import { Library, ServeError } from './folders.js';
 import { asset, ASSET_NAMES } from './assets.js';
 import { eventPage, indexPage, runPage, sweepPage } from './pages.js';
 import type { RunFolder } from './run-folder.js';
+import { fileInside, linkOutOf } from './safe-path.js';
 
 export interface ServeOptions {
   dirs: readonly string[];
@@ -180,7 +182,7 @@ export async function startDashboard(options: ServeOptions): Promise<Dashboard> 
     if (finished.length === 0) html = '<!doctype html><meta charset="utf-8"><p style="font: 14px system-ui">No run of this sweep has finished yet: the comparison appears when one has.</p>';
     else {
       try {
-        html = reportPage(finished.map((r) => loaded(r)));
+        html = reportPage(finished.map((r) => loaded(r, folder.dir)));
       } catch (error) {
         if (!(error instanceof ReportError)) throw error;
         html = `<!doctype html><meta charset="utf-8"><p>${escapeText(error.message)}</p>`;
@@ -191,9 +193,12 @@ export async function startDashboard(options: ServeOptions): Promise<Dashboard> 
   }
 
   /** A finished run as the report reads it (its checkpoints verified once; a finished run no longer changes). */
-  function loaded(run: RunFolder): RunData {
+  function loaded(run: RunFolder, sweepDir: string): RunData {
     const cached = finishedRuns.get(run.id);
     if (cached?.generation === run.generation) return cached.run;
+    // The report reads the folder (and the sweep's sweep.json) by its own paths: none may lead out of what is served.
+    const out = linkOutOf(run.root, run.dir) ?? (fileInside(run.root, sweepDir, 'sweep.json') ? null : join(sweepDir, 'sweep.json'));
+    if (out) throw new ReportError(`${run.path}: ${out} is a link out of the served folders; it is not read`);
     const data = loadRun(run.dir);
     finishedRuns.set(run.id, { generation: run.generation, run: data });
     return data;
