@@ -396,9 +396,10 @@ class StepBuilder {
    * member trained on every proposal or answer of the step, in order, so the rewards are matched in that order.
    */
   trained(member: string, samples: Json[], index: number): void {
-    const own: Array<ProposalSample | AnswerSample> = [...this.proposals.values(), ...this.answers.values()].filter((s) => (s.kind === 'proposal' ? s.teacher : s.student) === member && s.fault === null).sort((a, b) => a.requestId - b.requestId);
     const byRequest = samples.every((s) => typeof s.requestId === 'number');
+    let own: Array<ProposalSample | AnswerSample> = [];
     if (!byRequest) {
+      own = [...this.proposals.values(), ...this.answers.values()].filter((s) => (s.kind === 'proposal' ? s.teacher : s.student) === member && s.fault === null).sort((a, b) => a.requestId - b.requestId);
       this.notes.add('training samples without request ids (logs written before 7636d0f): each reward is matched to the member\'s proposals or answers in order, as those versions trained on them');
       if (samples.length !== own.length) {
         this.notes.add(`train from ${member} at step ${this.step} (record ${index}): ${samples.length} samples for ${own.length} generations; their rewards are not shown`);

@@ -93,7 +93,6 @@ export async function startDashboard(options: ServeOptions): Promise<Dashboard> 
     const parts = url.pathname.split('/').slice(1).map(decodeSegment);
     const [first, second, third, fourth] = parts;
     const run = (id: string | undefined) => library.runs.get(id ?? '') ?? notFound(`no run ${JSON.stringify(id)} among the served folders`);
-    const stepOf = (text: string | undefined) => wholeNumber(text, 'step');
     if (parts.length === 1 && first === '') return page(response, indexPage());
     if (parts.length === 1 && first === 'favicon.ico') return send(response, 204, 'image/x-icon', '', OWN_PAGE_POLICY);
     if (first === 'assets' && parts.length === 2 && ASSET_NAMES.has(second!)) {
@@ -108,7 +107,7 @@ export async function startDashboard(options: ServeOptions): Promise<Dashboard> 
     if (second === 'list' && parts.length === 2) return json(response, request, { list: library.list() });
     if (second === 'stream' && parts.length === 2) return stream(request, response);
     if (second === 'run' && parts.length === 3) return json(response, request, runData(run(third), url.searchParams.get('from')));
-    if (second === 'run' && fourth === 'step' && parts.length === 5) return json(response, request, stepData(run(third), stepOf(parts[4])));
+    if (second === 'run' && fourth === 'step' && parts.length === 5) return json(response, request, stepData(run(third), wholeNumber(parts[4], 'step')));
     if (second === 'run' && fourth === 'event' && parts.length === 5) return json(response, request, eventData(run(third), wholeNumber(parts[4], 'event')));
     if (second === 'sweep' && parts.length === 3) return json(response, request, sweepData(third!));
     throw new HttpError(404, `no data at ${url.pathname}`);
