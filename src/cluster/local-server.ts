@@ -1,16 +1,20 @@
 // A nats-server on a loopback port, for tests, the cluster benchmark and trying a cluster on one machine. It is
 // the Debian package's binary (`apt-get install nats-server`), started as a child process; `restart` stops it and
-// starts it again on the same port (a server restarted mid-run). And `populora worker` processes beside it.
+// starts it again on the same port (a server restarted mid-run); `pause` freezes it (SIGSTOP: a server that keeps
+// its connections but answers nothing, as a hung or partitioned one) until `resume`. And `populora worker`
+// processes beside it.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { ClusterError } from './nats.js';
+import { ClusterError } from './errors.js';
 
 export interface LocalNatsServer {
   url: string;
   port: number;
   restart(): Promise<void>;
   stop(): Promise<void>;
+  pause(): void;
+  resume(): void;
 }
 
 /** A free TCP port on 127.0.0.1 (the OS picks one; it is free again once the probe closes). */
@@ -51,18 +55,23 @@ function stopServer(child: ChildProcess): Promise<void> {
   });
 }
 
-/** Starts nats-server on a free loopback port. `args`: extra server flags (e.g. `--auth TOKEN`). */
-export async function startLocalNatsServer(args: readonly string[] = [], binary = 'nats-server'): Promise<LocalNatsServer> {
-  const port = await freePort();
-  let child = await startServer(port, binary, args);
+/**
+ * Starts nats-server on a loopback port (`port`, or a free one). `args`: extra server flags (e.g. `--auth TOKEN`).
+ * A server stopped is started again by `restart`.
+ */
+export async function startLocalNatsServer(args: readonly string[] = [], binary = 'nats-server', port?: number): Promise<LocalNatsServer> {
+  const at = port ?? (await freePort());
+  let child = await startServer(at, binary, args);
   return {
-    url: `nats://127.0.0.1:${port}`,
-    port,
+    url: `nats://127.0.0.1:${at}`,
+    port: at,
     restart: async () => {
       await stopServer(child);
-      child = await startServer(port, binary, args);
+      child = await startServer(at, binary, args);
     },
     stop: () => stopServer(child),
+    pause: () => void child.kill('SIGSTOP'),
+    resume: () => void child.kill('SIGCONT'),
   };
 }
 
