@@ -257,7 +257,7 @@ export function serve<Req, Res>(nc: NatsConnection, subject: string, handle: (re
       keep(downloads, id, encode((reply as { value: unknown }).value));
       bytes = encode({ ok: true, value: { [TRANSFER]: { id, count: Math.ceil(downloads.get(id)!.length / partSize(nc)) } } });
     }
-    message.respond(bytes);
+    if (!nc.isClosed()) message.respond(bytes); // else the reply is lost with the connection: its asker tries again
   };
   let queued = Promise.resolve(); // one request at a time, in arrival order
   const subscription = nc.subscribe(subject, {
