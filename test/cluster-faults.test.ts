@@ -203,7 +203,7 @@ describe.skipIf(!natsInstalled)('a cluster that fails cleanly', () => {
     // A frozen server confirms no drain: e0 is surely inside its own (for up to its 5 s limit) when killed, and the
     // spare verifier worker gives its drain up after its 1 s limit.
     const killInDrain = async () => {
-      server.pause();
+      await server.pause();
       try {
         e0!.child.kill('SIGTERM');
         spare.child.kill('SIGTERM');
@@ -211,7 +211,8 @@ describe.skipIf(!natsInstalled)('a cluster that fails cleanly', () => {
         e0!.child.kill('SIGKILL');
         const end = await e0!.exit;
         expect(end.signal, `${end.code} ${e0!.stderr()}`).toBe('SIGKILL');
-        expect((await spare.exit).code, spare.stderr()).toBe(EXIT_ABANDONED);
+        const spareEnd = await spare.exit;
+        expect(spareEnd.code, `${spareEnd.signal} ${spare.stderr()}`).toBe(EXIT_ABANDONED);
         expect(spare.stderr()).toMatch(new RegExp(`^populora: SIGTERM: the NATS server at ${escape(server.url)} did not confirm verifier worker's drain within 1 s \\(POPULORA_NATS_DRAIN_SECONDS\\)`, 'm'));
       } finally {
         server.resume();

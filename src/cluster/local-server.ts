@@ -5,6 +5,8 @@
 // processes beside it.
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer } from 'node:net';
 import { ClusterError } from './errors.js';
 
@@ -13,7 +15,8 @@ export interface LocalNatsServer {
   port: number;
   restart(): Promise<void>;
   stop(): Promise<void>;
-  pause(): void;
+  /** Resolves once every thread of the server is stopped (a signal reaches a busy thread a little later). */
+  pause(): Promise<void>;
   resume(): void;
 }
 
@@ -55,6 +58,14 @@ function stopServer(child: ChildProcess): Promise<void> {
   });
 }
 
+/** Waits until every thread of process `pid` is stopped (Linux: /proc; elsewhere a pause that is usually enough). */
+async function stopped(pid: number): Promise<void> {
+  const tasks = `/proc/${pid}/task`;
+  if (!existsSync(tasks)) return sleep(200);
+  const state = (task: string) => readFileSync(`${tasks}/${task}/stat`, 'utf8').replace(/^.*\) /s, '')[0];
+  for (let tries = 0; tries < 500 && !readdirSync(tasks).every((task) => state(task) === 'T'); tries++) await sleep(2);
+}
+
 /**
  * Starts nats-server on a loopback port (`port`, or a free one). `args`: extra server flags (e.g. `--auth TOKEN`).
  * A server stopped is started again by `restart`.
@@ -70,7 +81,10 @@ export async function startLocalNatsServer(args: readonly string[] = [], binary 
       child = await startServer(at, binary, args);
     },
     stop: () => stopServer(child),
-    pause: () => void child.kill('SIGSTOP'),
+    pause: async () => {
+      child.kill('SIGSTOP');
+      await stopped(child.pid!);
+    },
     resume: () => void child.kill('SIGCONT'),
   };
 }

@@ -84,7 +84,7 @@ export class ServerWatch {
   private stop: { reason: string; at: number } | null = null;
   private giveUpTimer: NodeJS.Timeout | null = null;
   private closed = false;
-  private changed: Array<() => void> = []; // woken at every loss, reconnection, give-up and close
+  private readonly changed = new Set<() => void>(); // each called once, at the next loss, reconnection, give-up or close
   private readonly held = new Map<number, string>();
   private heldCount = 0;
   /** Losses so far: a try that saw it change was broken by the server, not by its responder. */
@@ -149,17 +149,15 @@ export class ServerWatch {
     const epoch = this.epoch;
     work.catch(() => undefined);
     return new Promise<T>((resolve, reject) => {
-      let settled = false;
       const onChange = () => {
-        if (settled) return;
-        if (this.epoch === epoch && !this.closed && !this.failure) return void this.changed.push(onChange);
-        settled = true;
+        if (this.epoch === epoch && !this.closed && !this.failure) return void this.changed.add(onChange); // a reconnection: still the same try
         reject(this.failure ?? new ServerAway(`the NATS server at ${this.options.url} was lost`));
       };
-      this.changed.push(onChange);
+      this.changed.add(onChange);
+      const settle = () => this.changed.delete(onChange);
       work.then(
-        (value) => void (settled || ((settled = true), resolve(value))),
-        (error: unknown) => void (settled || ((settled = true), reject(error))),
+        (value) => (settle(), resolve(value)),
+        (error: unknown) => (settle(), reject(error)),
       );
     });
   }
@@ -188,11 +186,13 @@ export class ServerWatch {
   }
 
   private nextChange(): Promise<void> {
-    return new Promise((resolve) => this.changed.push(resolve));
+    return new Promise((resolve) => this.changed.add(resolve));
   }
 
   private wake(): void {
-    for (const waiter of this.changed.splice(0)) waiter();
+    const waiters = [...this.changed];
+    this.changed.clear();
+    for (const waiter of waiters) waiter();
   }
 
   private doing(): string {
