@@ -68,6 +68,20 @@ async function startWorkers(file: string, url: string, cluster: string, engines:
   return workers;
 }
 
+/**
+ * A cluster of processes on a server of its own: one engine worker, one verifier worker and the coordinator
+ * (`populora run --nats`), returned once the run has written checkpoint `step`.
+ */
+async function processCluster(cluster: string, env: Record<string, string>, step: number) {
+  const server = await natsServer();
+  const file = scenarioFile(1);
+  const workers = await startWorkers(file, server.url, cluster, 1, env);
+  const outDir = fresh();
+  const coordinator = spawnCli(['run', file, '--out', outDir, '--nats', server.url, '--cluster', cluster], env);
+  await until(() => existsSync(checkpointDir(outDir, step)), `the run reaches checkpoint ${step}`);
+  return { server, file, workers, outDir, coordinator };
+}
+
 /** Waits for `done` to hold, polling. */
 async function until(done: () => boolean, what: string, withinMs = 60_000): Promise<void> {
   const end = performance.now() + withinMs;
@@ -99,13 +113,7 @@ describe.skipIf(!natsInstalled)('a cluster that fails cleanly', () => {
   }
 
   it('server stopped and not restarted: every process gives it up after the reconnect limit, the run at its last checkpoint', async () => {
-    const server = await natsServer();
-    const file = scenarioFile(1);
-    const env = limits(3, 1.5);
-    const workers = await startWorkers(file, server.url, 'stopped', 1, env);
-    const outDir = fresh();
-    const coordinator = spawnCli(['run', file, '--out', outDir, '--nats', server.url, '--cluster', 'stopped'], env);
-    await until(() => existsSync(checkpointDir(outDir, 1)), 'the run reaches its first checkpoint');
+    const { server, file, workers, outDir, coordinator } = await processCluster('stopped', limits(3, 1.5), 1);
     const stoppedAt = performance.now();
     await server.stop();
 
@@ -127,13 +135,7 @@ describe.skipIf(!natsInstalled)('a cluster that fails cleanly', () => {
   });
 
   it('server stopped, then SIGTERM to every process: each stops within the drain limit, with work abandoned', async () => {
-    const server = await natsServer();
-    const file = scenarioFile(1);
-    const env = limits(60, 1.5); // a reconnect limit no process waits out here
-    const workers = await startWorkers(file, server.url, 'signalled', 1, env);
-    const outDir = fresh();
-    const coordinator = spawnCli(['run', file, '--out', outDir, '--nats', server.url, '--cluster', 'signalled'], env);
-    await until(() => existsSync(checkpointDir(outDir, 1)), 'the run reaches its first checkpoint');
+    const { server, file, workers, outDir, coordinator } = await processCluster('signalled', limits(60, 1.5), 1); // a reconnect limit no process waits out here
     await server.stop();
     const all = [coordinator, ...workers];
     await Promise.all(all.map((p) => p.printed(/^lost the NATS server/m)));
@@ -231,13 +233,8 @@ describe.skipIf(!natsInstalled)('a cluster that fails cleanly', () => {
   });
 
   it('the coordinator SIGKILLed and resumed, with the workers left running: the one-process hash', async () => {
-    const server = await natsServer();
-    const file = scenarioFile(1);
     const env = limits(30, 5);
-    const workers = await startWorkers(file, server.url, 'resumed', 1, env);
-    const outDir = fresh();
-    const first = spawnCli(['run', file, '--out', outDir, '--nats', server.url, '--cluster', 'resumed'], env);
-    await until(() => existsSync(checkpointDir(outDir, 2)), 'the run reaches its second checkpoint');
+    const { server, workers, outDir, coordinator: first } = await processCluster('resumed', env, 2);
     first.child.kill('SIGKILL');
     expect((await first.exit).signal).toBe('SIGKILL');
 
