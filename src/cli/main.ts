@@ -16,6 +16,8 @@ import type { DomainCommand } from '../domains/domain.js';
 import { domains } from '../domains/index.js';
 import { sweepCommand } from './sweep-command.js';
 import { workerCommand } from './worker-command.js';
+import { addServeCommand } from './serve-command.js';
+import { addSamplesCommand } from './samples-command.js';
 import { DEFAULT_CLUSTER } from '../cluster/nats.js';
 
 const integer = (name: string) => (value: string) => {
@@ -177,6 +179,8 @@ program
   .option('--step <n>', 'checkpoint step (default: the last)', integer('--step'))
   .requiredOption('--out <dir>', 'output folder (new or empty)')
   .action(runCommand(exportCommand));
+addServeCommand(program);
+addSamplesCommand(program);
 /** A command a domain brings (domain.ts: DomainCommand), as commander takes it. */
 function addDomainCommand(spec: DomainCommand): void {
   const command = program.command(spec.name).description(spec.description);
