@@ -43,7 +43,7 @@ const CLOSE_LIMIT_MS = 10_000;
 /** How long freeing what a worker held may take when its work is abandoned, before the process exits anyway. */
 const FREE_LIMIT_MS = 2000;
 
-export interface ServeOptions {
+export interface WorkerStopOptions {
   who: string; // "engine worker e0"
   url: string;
   drainMs: number;
@@ -58,7 +58,7 @@ export interface ServeOptions {
  * (exit 0); throws a ServerLostError (exit EXIT_ABANDONED) when work was abandoned, or a ClusterError when the
  * connection closed for another reason (the server refused it).
  */
-export async function serveUntilStopped(nc: NatsConnection, worker: ClusterWorker, options: ServeOptions): Promise<void> {
+export async function serveUntilStopped(nc: NatsConnection, worker: ClusterWorker, options: WorkerStopOptions): Promise<void> {
   const watch = watchOf(nc);
   const over = watch.whenOver();
   const first = await Promise.race([options.signals.first, over.then(() => null)]);
