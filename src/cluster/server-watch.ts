@@ -197,7 +197,7 @@ export class ServerWatch {
 
   private doing(): string {
     const held = this.inHand();
-    return `${this.options.who} ${held.length > 0 ? `holds ${held.join('; ')}` : 'holds nothing in hand'}`;
+    return `${this.options.who}, ${held.length > 0 ? `in hand: ${held.join('; ')}` : 'nothing in hand'}`;
   }
 
   private lost(): void {
