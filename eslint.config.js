@@ -27,7 +27,7 @@ export default tseslint.config(
     },
   },
   {
-    // The runtime's two floors (README, "Architecture"). src/runtime/ is what actors run on (the world, the event log
+    // The runtime's two floors (docs/architecture.md). src/runtime/ is what actors run on (the world, the event log
     // and its recorder, streams, worker threads, durable files, the run lock): it knows no actor and no simulation,
     // so a transport can be swapped under the actors without touching what they do.
     files: ['src/runtime/**/*.ts'],
