@@ -98,7 +98,7 @@ function diagnosePanels(file: string): Panel[] {
 }
 
 function probePanels(files: string[]): Panel[] {
-  const probes = files.map((file) => ({ name: basename(file, '.json'), ...(JSON.parse(readFileSync(file, 'utf8')) as { rows: Array<{ step: number; score: number; logLikelihood: number }> }) }));
+  const probes = files.map((file) => ({ name: basename(file, '.json').replace(/^science-probe-/, ''), ...(JSON.parse(readFileSync(file, 'utf8')) as { rows: Array<{ step: number; score: number; logLikelihood: number }> }) }));
   const base = probes[0]!.rows[0]!;
   return [
     { title: 'oracle-taught student: held-out score', series: probes.map((p) => ({ name: p.name, points: p.rows.map((r): [number, number] => [r.step, r.score]) })), base: base.score },

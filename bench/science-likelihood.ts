@@ -7,6 +7,7 @@
 // Shared by bench/science-diagnose.ts (a run's checkpoints) and bench/science-probe.ts (an RL update on its own).
 
 import type { Domain, PromptSet, Task } from '../src/domains/domain.js';
+import { proposalText, type CodeTask } from '../src/domains/python/tasks.js';
 import type { TokenTexts } from '../src/model/token-texts.js';
 import type { TextTokenizer } from '../src/model/tokenizer.js';
 import { packSequences } from '../src/train/batch.js';
@@ -14,12 +15,13 @@ import { completionMasks } from '../src/train/grammar-policy.js';
 import type { LlamaTrainer } from '../src/train/llama-backward.js';
 import { readLogProbs } from '../src/train/steps.js';
 
-/** The answer a task's author gives (a student's completion, as pretraining wrote it); other answers may be right too (abduce, induce, code_i). */
+/** The answer a task's author gives (a student's completion, as pretraining wrote it); other answers may be right too (abduce, induce, code_i, code_f). */
 export function referenceAnswer(task: Task): string {
   const t = task as Task & { inputs: Array<string | number>; outputs: Array<string | number>; expr?: string };
   if (t.type === 'deduce' || t.type === 'code_o') return String(t.outputs[0]);
   if (t.type === 'abduce' || t.type === 'code_i') return String(t.inputs[0]);
   if (t.type === 'induce' && t.expr !== undefined) return t.expr;
+  if (t.type === 'code_f') return proposalText((task as CodeTask).program, []); // a python block, as pretraining wrote it
   throw new RangeError(`no reference answer for a ${t.type} task`);
 }
 

@@ -7,8 +7,9 @@
 // If this student cannot rise above the base model, no teacher of the same distribution will make self-play do it.
 //
 //   node dist/bench/science-probe.js --scenario FILE [--steps 100] [--tasks 12] [--types deduce,abduce,induce]
-//                                    [--eval-every 25] [--seeds 1,2] [--lr X] [--out bench/results/science-probe.json]
-// --lr overrides the scenario's; --types defaults to the held-out set's types.
+//                                    [--eval-every 25] [--seeds 1,2] [--lr X] [--temperature T]
+//                                    [--out bench/results/science-probe.json]
+// --lr and --temperature override the scenario's; --types defaults to the held-out set's types.
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -42,6 +43,7 @@ const args = benchArgs(import.meta.url, {
     'eval-every': { type: 'string', default: '25' },
     seeds: { type: 'string', default: '1,2' },
     lr: { type: 'string' },
+    temperature: { type: 'string' },
     out: { type: 'string', default: 'bench/results/science-probe.json' },
   },
 });
@@ -52,7 +54,13 @@ const positive = (name: string, text: string) => {
   return n;
 };
 const loaded = loadScenario(args.scenario);
-const scenario: Scenario = args.lr ? { ...loaded, rl: { ...loaded.rl, lr: Number(args.lr) } } : loaded;
+const number = (name: string, text: string | undefined, fallback: number) => {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!(n >= 0)) throw new BenchUsageError(`--${name} ${text}: expected a number >= 0`);
+  return n;
+};
+const scenario: Scenario = { ...loaded, rl: { ...loaded.rl, lr: number('lr', args.lr, loaded.rl.lr) }, sampling: { ...loaded.sampling, temperature: number('temperature', args.temperature, loaded.sampling.temperature) } };
 if (!scenario.evaluation) throw new BenchUsageError(`${args.scenario}: the scenario needs an "evaluation" (the held-out part to score)`);
 const domain = domainNamed(scenario.domain);
 const evaluation = scenario.evaluation;
@@ -165,10 +173,10 @@ const rows = results[0]!.evaluations.map((e, k) => {
   const mean = (get: (e: Evaluation) => number | null) => at.map(get).filter((v): v is number => v !== null).reduce((a, b, _, all) => a + b / all.length, 0);
   return { step: e.step, score: mean((x) => x.score), logLikelihood: mean((x) => x.logLikelihood), maskedLogLikelihood: mean((x) => x.maskedLogLikelihood), trainSolveRate: mean((x) => x.trainSolveRate) };
 });
-console.log(`\n${args.scenario} (${domain.name}, lr ${scenario.rl.lr}, ${scenario.rl.maskedLogProbs ? 'masked' : 'unmasked'} log p, ${scenario.rl.advantageGroups} groups), ${perStep} tasks x ${scenario.sampling.answersPerStudent} answers a step, types ${types.join('/')}, seeds ${seeds.join(',')}`);
+console.log(`\n${args.scenario} (${domain.name}, lr ${scenario.rl.lr}, temperature ${scenario.sampling.temperature}, ${scenario.rl.maskedLogProbs ? 'masked' : 'unmasked'} log p, ${scenario.rl.advantageGroups} groups), ${perStep} tasks x ${scenario.sampling.answersPerStudent} answers a step, types ${types.join('/')}, seeds ${seeds.join(',')}`);
 console.log('| step | held-out (greedy) | answer log-lik | under the grammar | training solve rate since the last |');
 console.log('|---|---|---|---|---|');
 for (const r of rows) console.log(`| ${r.step} | ${r.score.toFixed(3)} | ${r.logLikelihood.toFixed(3)} | ${domain.tokenMask ? r.maskedLogLikelihood.toFixed(3) : '-'} | ${r.step === 0 ? '-' : r.trainSolveRate.toFixed(3)} |`);
 mkdirSync(dirname(args.out!), { recursive: true });
-writeFileSync(args.out!, JSON.stringify({ scenario: args.scenario, lr: scenario.rl.lr, types, tasksPerStep: perStep, answersPerTask: scenario.sampling.answersPerStudent, steps, results, rows }, null, 1) + '\n');
+writeFileSync(args.out!, JSON.stringify({ scenario: args.scenario, lr: scenario.rl.lr, temperature: scenario.sampling.temperature, types, tasksPerStep: perStep, answersPerTask: scenario.sampling.answersPerStudent, steps, results, rows }, null, 1) + '\n');
 console.log(`\nwrote ${args.out}`);
