@@ -240,5 +240,7 @@ for (const { dir, group } of folders) {
 const groups = [...new Set(results.map((r) => r.group))];
 for (const group of groups) printGroup(group, results.filter((r) => r.group === group));
 mkdirSync(dirname(args.out!), { recursive: true });
-writeFileSync(args.out!, JSON.stringify({ runs: results }, null, 1) + '\n');
+// one run a line, numbers to 4 significant digits: the file is kept in bench/results
+const rounded = (_: string, value: unknown) => (typeof value === 'number' && !Number.isInteger(value) ? Number(value.toPrecision(4)) : value);
+writeFileSync(args.out!, `{"runs": [\n${results.map((r) => JSON.stringify(r, rounded)).join(',\n')}\n]}\n`);
 console.log(`\nwrote ${args.out}`);

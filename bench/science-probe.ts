@@ -7,9 +7,10 @@
 // If this student cannot rise above the base model, no teacher of the same distribution will make self-play do it.
 //
 //   node dist/bench/science-probe.js --scenario FILE [--steps 100] [--tasks 12] [--types deduce,abduce,induce]
-//                                    [--eval-every 25] [--seeds 1,2] [--lr X] [--temperature T]
+//                                    [--eval-every 25] [--seeds 1,2] [--lr X] [--temperature T] [--groups G]
 //                                    [--out bench/results/science-probe.json]
-// --lr and --temperature override the scenario's; --types defaults to the held-out set's types.
+// --lr, --temperature and --groups (rl.advantageGroups) override the scenario's; --types defaults to the held-out
+// set's types.
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -30,7 +31,7 @@ import { tokenTexts } from '../src/model/token-texts.js';
 import { Streams, type RandomStream } from '../src/runtime/streams.js';
 import { loadScenario, type Scenario } from '../src/scenario/scenario.js';
 import { buildModel, coreSettings } from '../src/sim/population.js';
-import { advantageGroup, groupAdvantages } from '../src/train/advantages.js';
+import { ADVANTAGE_GROUPS, advantageGroup, groupAdvantages, type AdvantageGroups } from '../src/train/advantages.js';
 import { completionMasks } from '../src/train/grammar-policy.js';
 import type { RlSample } from '../src/train/steps.js';
 
@@ -44,6 +45,7 @@ const args = benchArgs(import.meta.url, {
     seeds: { type: 'string', default: '1,2' },
     lr: { type: 'string' },
     temperature: { type: 'string' },
+    groups: { type: 'string' },
     out: { type: 'string', default: 'bench/results/science-probe.json' },
   },
 });
@@ -60,7 +62,9 @@ const number = (name: string, text: string | undefined, fallback: number) => {
   if (!(n >= 0)) throw new BenchUsageError(`--${name} ${text}: expected a number >= 0`);
   return n;
 };
-const scenario: Scenario = { ...loaded, rl: { ...loaded.rl, lr: number('lr', args.lr, loaded.rl.lr) }, sampling: { ...loaded.sampling, temperature: number('temperature', args.temperature, loaded.sampling.temperature) } };
+const groups = (args.groups ?? loaded.rl.advantageGroups) as AdvantageGroups;
+if (!ADVANTAGE_GROUPS.includes(groups)) throw new BenchUsageError(`--groups ${groups}: expected one of ${ADVANTAGE_GROUPS.join(', ')}`);
+const scenario: Scenario = { ...loaded, rl: { ...loaded.rl, lr: number('lr', args.lr, loaded.rl.lr), advantageGroups: groups }, sampling: { ...loaded.sampling, temperature: number('temperature', args.temperature, loaded.sampling.temperature) } };
 if (!scenario.evaluation) throw new BenchUsageError(`${args.scenario}: the scenario needs an "evaluation" (the held-out part to score)`);
 const domain = domainNamed(scenario.domain);
 const evaluation = scenario.evaluation;
