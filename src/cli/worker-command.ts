@@ -36,7 +36,7 @@ export async function workerCommand(scenarioFile: string, options: WorkerCommand
   const nc = await connectNats(options.nats);
   const names = subjects(options.cluster);
   const worker = options.engine
-    ? startEngineWorker(nc, names, { scenario, scenarioFile, scenarioHash: hash, backend: await openBackend(scenario.backend), id })
+    ? startEngineWorker(nc, names, { scenario, scenarioFile, scenarioHash: hash, backend: await openBackend(scenario.backend, undefined, options.threads), id })
     : await startVerifierWorker(nc, names, { scenario, scenarioHash: hash, threads });
   await nc.flush(); // subscribed on the server before the ready line
   const role = options.engine ? `engine worker ${id}` : 'verifier worker';

@@ -5,9 +5,9 @@
 import { createHash } from 'node:crypto';
 import { basename } from 'node:path';
 import { canonical } from '../runtime/event-log.js';
-import type { Scenario } from '../scenario/scenario.js';
+import { withoutMachineSettings, type Scenario } from '../scenario/scenario.js';
 
 export function scenarioHash(scenario: Scenario): string {
   const model = 'path' in scenario.model ? { ...scenario.model, path: basename(scenario.model.path) } : scenario.model;
-  return createHash('sha256').update(JSON.stringify(canonical({ ...scenario, model }))).digest('hex');
+  return createHash('sha256').update(JSON.stringify(canonical({ ...withoutMachineSettings(scenario), model }))).digest('hex');
 }

@@ -1,0 +1,251 @@
+// The CPU backend's threads: worker threads that run the same WebAssembly kernels (kernels/cpu/*.wasm) over the same
+// shared memory, the CPU arena (cpu-arena.ts), where the weights, KV caches and each op's scratch live. An op cuts
+// its work into shares, one per thread, each a list of kernel calls (KernelCall: the function and its arguments,
+// addresses in the arena); the calling thread writes the lists into the arena, wakes the workers, runs share 0
+// itself and waits until every worker is done. Every share owns whole outputs (rows of a product, tokens, whole
+// sequences), and a kernel sums each output in one order whatever part of the work it is given, so N threads give
+// the bits of one (test/cpu-threads.test.ts holds them equal at 1 to 4 threads).
+//
+// Control block (a SharedArrayBuffer of i32, apart from the arena):
+//   [WAKE + w]     worker w's wake counter: the caller adds 1 (Atomics.notify) when it has a share for w
+//   [LIST + w]     where worker w's call list lies in the arena (bytes): f64 [calls, fn, args..., fn, args...]
+//   [READY + w]    1 once worker w has its kernels
+//   PENDING        workers still working on the current job: each subtracts 1, the last one notifies
+//   FAILED         1 when a worker's kernel threw; its message is in the message bytes
+// Why Atomics and not a message per call (piscina): a decode step at batch 1 is hundreds of kernel calls of tens to
+// hundreds of microseconds each; docs/cpu-backend.md has the measured cost of each way.
+
+import { Worker } from 'node:worker_threads';
+import { assert } from './backend.js';
+import { cpuArena } from './cpu-arena.js';
+import { cpuKernelModule } from './kernel-files.js';
+import { compiledWorker } from '../runtime/worker-threads.js';
+
+/** Each kernel function a thread runs: its module (kernels/cpu/<module>.wasm), its export, and its arity. */
+const KERNEL_FUNCTIONS = {
+  matmul: ['dense', 'matmul', 11],
+  matmulBlocks: ['dense', 'matmulBlocks', 11],
+  matmulBackward: ['dense', 'matmulBackward', 10],
+  attention: ['attention', 'attention', 12],
+  attentionForward: ['train_attention', 'forward', 13],
+  attentionBackward: ['train_attention', 'backward', 17],
+} as const;
+export type KernelFunction = keyof typeof KERNEL_FUNCTIONS;
+const FUNCTION_NAMES = Object.keys(KERNEL_FUNCTIONS) as KernelFunction[];
+const MODULE_NAMES = [...new Set(Object.values(KERNEL_FUNCTIONS).map(([module]) => module))];
+
+/** One call of a kernel function: its arguments (byte addresses in the arena, sizes, a scale) in the export's order. */
+export interface KernelCall {
+  fn: KernelFunction;
+  args: number[];
+}
+
+export type Kernels = Record<KernelFunction, (...args: number[]) => void>;
+
+/** The kernel functions of one thread, instantiated over `memory` (each thread makes its own instances). */
+export function instantiateKernels(memory: WebAssembly.Memory, modules: Record<string, WebAssembly.Module>): Kernels {
+  const exports = Object.fromEntries(MODULE_NAMES.map((name) => [name, new WebAssembly.Instance(modules[name]!, { env: { memory, exp: Math.exp } }).exports]));
+  return Object.fromEntries(FUNCTION_NAMES.map((fn) => {
+    const [module, name] = KERNEL_FUNCTIONS[fn];
+    return [fn, exports[module]![name] as (...args: number[]) => void];
+  })) as Kernels;
+}
+
+export const kernelModules = (): Record<string, WebAssembly.Module> => Object.fromEntries(MODULE_NAMES.map((name) => [name, cpuKernelModule(name)]));
+
+let mainKernels: Kernels | undefined;
+/** This (the main) thread's kernels, on the arena. */
+export const kernels = (): Kernels => (mainKernels ??= instantiateKernels(cpuArena().memory!, kernelModules()));
+
+/** Runs a call list on this thread. */
+export function runCalls(k: Kernels, calls: readonly KernelCall[]): void {
+  for (const { fn, args } of calls) k[fn](...args);
+}
+
+/** The f64 words of a call list: [calls, fn index, args..., ...] (what a worker reads with readCalls). */
+function encodeCalls(calls: readonly KernelCall[]): Float64Array {
+  const words = new Float64Array(1 + calls.reduce((n, c) => n + 1 + c.args.length, 0));
+  words[0] = calls.length;
+  let at = 1;
+  for (const { fn, args } of calls) {
+    assert(args.length === KERNEL_FUNCTIONS[fn][2], `CPU threads: ${fn} takes ${KERNEL_FUNCTIONS[fn][2]} arguments, got ${args.length}`);
+    words[at++] = FUNCTION_NAMES.indexOf(fn);
+    words.set(args, at);
+    at += args.length;
+  }
+  return words;
+}
+
+/** The call list encodeCalls wrote at byte `address` of `memory`. */
+export function readCalls(memory: WebAssembly.Memory, address: number): KernelCall[] {
+  const count = new Float64Array(memory.buffer, address, 1)[0]!;
+  const calls: KernelCall[] = [];
+  let at = address + 8;
+  for (let c = 0; c < count; c++) {
+    const fn = FUNCTION_NAMES[new Float64Array(memory.buffer, at, 1)[0]!]!;
+    const arity = KERNEL_FUNCTIONS[fn][2];
+    calls.push({ fn, args: Array.from(new Float64Array(memory.buffer, at + 8, arity)) });
+    at += 8 * (1 + arity);
+  }
+  return calls;
+}
+
+// The control block's layout (i32 indices).
+export const CONTROL = { PENDING: 0, FAILED: 1, WAKE: 16, LIST: 16 + 64, READY: 16 + 128, MESSAGE: 16 + 192 } as const;
+const MESSAGE_BYTES = 1024;
+const CONTROL_BYTES = CONTROL.MESSAGE * 4 + MESSAGE_BYTES;
+/**
+ * The least work (multiply-adds) worth a share of its own: waking a worker and waiting for it costs ~10-30 us here,
+ * the time the kernels take for about this much (docs/cpu-backend.md, "The threshold").
+ */
+export const MIN_WORK_PER_SHARE = 65536;
+/** The most threads one backend may use (LIMITS.threads in scenario.ts). */
+export const MAX_THREADS = 64;
+/** How long a job waits for workers that have not started before it calls them lost. */
+const START_TIMEOUT_S = 60;
+
+/** The workers of this process, shared by every CPU backend: grown to the most threads one asks for. */
+class WorkerPool {
+  readonly control = new Int32Array(new SharedArrayBuffer(CONTROL_BYTES));
+  private readonly workers: Worker[] = [];
+  private lists: Float32Array | undefined; // the call lists' block in the arena
+  users = 0;
+
+  constructor(private readonly memory: WebAssembly.Memory) {}
+
+  get size(): number {
+    return this.workers.length;
+  }
+
+  grow(count: number): void {
+    const modules = kernelModules();
+    while (this.workers.length < count) {
+      const index = this.workers.length;
+      const file = compiledWorker(new URL('./cpu-thread-worker.js', import.meta.url));
+      // execArgv: not the parent's (under node -e, the worker would run the parent's script instead of its file)
+      const worker = new Worker(file, { workerData: { memory: this.memory, control: this.control, modules, index }, execArgv: [] });
+      worker.unref(); // an idle worker never keeps Node running
+      this.workers.push(worker);
+    }
+  }
+
+  /** Runs shares[0] here and shares[i] on worker i - 1, and returns when all are done. */
+  run(shares: readonly (readonly KernelCall[])[]): void {
+    const c = this.control;
+    const encoded = shares.slice(1).map(encodeCalls);
+    const words = encoded.reduce((n, e) => n + e.length, 0);
+    if (!this.lists || this.lists.length < 2 * words) this.lists = cpuArena().f32(Math.max(2 * words, 2 * (this.lists?.length ?? 0)));
+    assert(this.lists !== undefined, 'CPU threads: the arena has no room for the call lists');
+    let at = cpuArena().addressOf(this.lists)!;
+    Atomics.store(c, CONTROL.PENDING, encoded.length);
+    encoded.forEach((list, w) => {
+      new Float64Array(this.memory.buffer, at, list.length).set(list);
+      Atomics.store(c, CONTROL.LIST + w, at);
+      at += list.length * 8;
+      Atomics.add(c, CONTROL.WAKE + w, 1);
+      Atomics.notify(c, CONTROL.WAKE + w, 1);
+    });
+    let failure: unknown;
+    try {
+      runCalls(kernels(), shares[0] ?? []);
+    } catch (error) {
+      failure = error; // after the workers are done: they write into the same scratch
+    }
+    this.waitForWorkers(encoded.length);
+    if (failure) throw failure;
+    if (Atomics.load(c, CONTROL.FAILED)) {
+      const bytes = new Uint8Array(c.buffer, CONTROL.MESSAGE * 4, MESSAGE_BYTES);
+      const message = Buffer.from(bytes.slice(0, bytes.indexOf(0) < 0 ? MESSAGE_BYTES : bytes.indexOf(0))).toString('utf8');
+      Atomics.store(c, CONTROL.FAILED, 0);
+      bytes.fill(0);
+      throw new Error(`populora: a CPU backend thread failed: ${message}`);
+    }
+  }
+
+  private waitForWorkers(count: number): void {
+    const c = this.control;
+    let secondsWaited = 0; // a safety net for workers that never start, not a decision about results
+    for (let left = Atomics.load(c, CONTROL.PENDING); left !== 0; left = Atomics.load(c, CONTROL.PENDING)) {
+      if (Atomics.wait(c, CONTROL.PENDING, left, 1000) !== 'timed-out') continue;
+      const missing = Array.from({ length: count }, (_, w) => w).filter((w) => Atomics.load(c, CONTROL.READY + w) === 0);
+      if (missing.length > 0 && ++secondsWaited >= START_TIMEOUT_S) {
+        throw new Error(`populora: CPU backend worker thread(s) ${missing.map((w) => w + 1).join(', ')} did not start within ${START_TIMEOUT_S} s (is dist/ built? npm run build); run with --threads 1 (a scenario's backend threads: 1) to go without them`);
+      }
+    }
+  }
+
+  /** Ends every worker (when no backend uses them any more). */
+  close(): void {
+    for (const worker of this.workers.splice(0)) void worker.terminate();
+    this.control.fill(0);
+    this.lists = undefined;
+  }
+}
+
+let pool: WorkerPool | undefined;
+
+/** A backend's threads: `count` of them, the caller's included; the pool's workers run the others. */
+export class CpuThreads {
+  private closed = false;
+
+  private constructor(readonly count: number, private readonly workers: WorkerPool | undefined, private readonly minWorkPerShare: number) {}
+
+  /**
+   * `count` threads (1: this one alone, no workers); one where the arena has no shared memory. A share gets at
+   * least `minWorkPerShare` of an op's work (tests give 1, to cut small shapes).
+   */
+  static open(count: number, minWorkPerShare = MIN_WORK_PER_SHARE): CpuThreads {
+    assert(Number.isInteger(count) && count >= 1 && count <= MAX_THREADS, `CPU threads: ${count} is not a whole number from 1 to ${MAX_THREADS}`);
+    const memory = count > 1 ? cpuArena().memory : undefined;
+    if (!memory) return new CpuThreads(1, undefined, minWorkPerShare);
+    pool ??= new WorkerPool(memory);
+    pool.grow(count - 1);
+    pool.users++;
+    return new CpuThreads(count, pool, minWorkPerShare);
+  }
+
+  /** The number of shares to cut `work` (multiply-adds, or other inner steps) into. */
+  sharesFor(work: number): number {
+    return Math.max(1, Math.min(this.count, Math.floor(work / this.minWorkPerShare)));
+  }
+
+  /**
+   * Runs `calls(first, end)` for [0, end) cut into ranges of whole `align`s, one a thread, as many as `work` (the
+   * multiply-adds, or other inner steps, of the whole) pays for: small work stays on this thread.
+   */
+  runRanges(end: number, align: number, work: number, calls: (first: number, end: number) => KernelCall[]): void {
+    this.run(splitRange(0, end, this.sharesFor(work), align).map(([a, b]) => calls(a, b)));
+  }
+
+  /** Runs each share's calls, share 0 on this thread, the others on workers; returns when all are done. */
+  run(shares: readonly (readonly KernelCall[])[]): void {
+    assert(!this.closed, 'CPU threads: used after the backend was destroyed');
+    assert(shares.length <= this.count, `CPU threads: ${shares.length} shares for ${this.count} threads`);
+    const busy = shares.filter((s) => s.length > 0);
+    if (busy.length <= 1 || !this.workers) return runCalls(kernels(), busy[0] ?? []);
+    this.workers.run(busy);
+  }
+
+  /** Gives the threads back; the workers end when no backend holds any. */
+  close(): void {
+    if (this.closed || !this.workers) return;
+    this.closed = true;
+    if (--this.workers.users === 0) {
+      this.workers.close();
+      pool = undefined;
+    }
+  }
+}
+
+/** The calling thread alone. */
+export const ONE_THREAD = CpuThreads.open(1);
+
+/**
+ * [first, end) cut into at most `parts` contiguous ranges of nearly equal length, each boundary a multiple of
+ * `align` (counted from 0): the ranges' ends, in order.
+ */
+export function splitRange(first: number, end: number, parts: number, align = 1): Array<[number, number]> {
+  const units = Math.ceil((end - first) / align);
+  const n = Math.max(1, Math.min(parts, units));
+  return Array.from({ length: n }, (_, i) => [first + Math.floor((units * i) / n) * align, Math.min(end, first + Math.floor((units * (i + 1)) / n) * align)] as [number, number]).filter(([a, b]) => b > a);
+}
