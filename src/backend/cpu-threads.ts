@@ -1,17 +1,18 @@
 // The CPU backend's threads: worker threads that run the same WebAssembly kernels (kernels/cpu/*.wasm) over the same
 // shared memory, the CPU arena (cpu-arena.ts), where the weights, KV caches and each op's scratch live. An op cuts
 // its work into shares, one per thread, each a list of kernel calls (KernelCall: the function and its arguments,
-// addresses in the arena); the calling thread writes the lists into the arena, wakes the workers, runs share 0
-// itself and waits until every worker is done. Every share owns whole outputs (rows of a product, tokens, whole
+// addresses in the arena); the calling thread writes the lists into the arena, wakes the workers, runs shares
+// itself as they do, and waits until every share is done. Every share owns whole outputs (rows of a product, tokens, whole
 // sequences), and a kernel sums each output in one order whatever part of the work it is given, so N threads give
 // the bits of one (test/cpu-threads.test.ts holds them equal at 1 to 4 threads).
 //
 // Control block (a SharedArrayBuffer of i32, apart from the arena):
-//   [WAKE + w]     worker w's wake counter: the caller adds 1 (Atomics.notify) when it has a share for w
-//   [LIST + w]     where worker w's call list lies in the arena (bytes): f64 [calls, fn, args..., fn, args...]
-//   [READY + w]    1 once worker w has its kernels
-//   PENDING        workers still working on the current job: each subtracts 1, the last one notifies
-//   FAILED         1 when a worker's kernel threw; its message is in the message bytes
+//   GENERATION     jobs so far: the workers sleep on it (Atomics.wait) and the caller wakes as many as it has shares
+//   CLAIM          job · 128 + the next unclaimed share: every thread, the caller included, claims shares with a
+//                  compare-exchange until none is left, so a worker the system is slow to schedule holds up nothing
+//   SHARES, DONE   the job's shares, and those finished (the last one notifies the caller)
+//   [LIST + i]     where share i's call list lies in the arena (bytes): f64 [calls, fn, args..., fn, args...]
+//   FAILED         1 when a kernel threw; its message is in the message bytes
 // Why Atomics and not a message per call (piscina): a decode step at batch 1 is hundreds of kernel calls of tens to
 // hundreds of microseconds each; docs/cpu-backend.md has the measured cost of each way.
 
@@ -91,9 +92,11 @@ export function readCalls(memory: WebAssembly.Memory, address: number): KernelCa
 }
 
 // The control block's layout (i32 indices).
-export const CONTROL = { PENDING: 0, FAILED: 1, WAKE: 16, LIST: 16 + 64, READY: 16 + 128, MESSAGE: 16 + 192 } as const;
+export const CONTROL = { GENERATION: 0, CLAIM: 1, SHARES: 2, DONE: 3, FAILED: 4, LIST: 16, MESSAGE: 16 + 128 } as const;
 const MESSAGE_BYTES = 1024;
 const CONTROL_BYTES = CONTROL.MESSAGE * 4 + MESSAGE_BYTES;
+/** CLAIM holds job · SHARE_SLOTS + the next share to claim: a claim never lands in another job's shares. */
+const SHARE_SLOTS = 128;
 /**
  * The least work (multiply-adds) worth a share of its own: waking a worker and waiting for it costs ~10-30 us here,
  * the time the kernels take for about this much (docs/cpu-backend.md, "The threshold").
@@ -101,83 +104,85 @@ const CONTROL_BYTES = CONTROL.MESSAGE * 4 + MESSAGE_BYTES;
 export const MIN_WORK_PER_SHARE = 65536;
 /** The most threads one backend may use (LIMITS.threads in scenario.ts). */
 export const MAX_THREADS = 64;
-/** How long a job waits for workers that have not started before it calls them lost. */
-const START_TIMEOUT_S = 60;
+
+/**
+ * Claims the current job's unclaimed shares one at a time and runs each (`run(i)`), until none is left; a kernel
+ * that throws marks the job failed (its message kept) and counts as done. Every thread runs this, the caller too:
+ * a share goes to whichever thread is free first, so a worker the system has not scheduled yet holds nothing up.
+ */
+export function claimShares(control: Int32Array, run: (share: number) => void, thread: number): void {
+  for (;;) {
+    const claim = Atomics.load(control, CONTROL.CLAIM);
+    if (claim % SHARE_SLOTS >= Atomics.load(control, CONTROL.SHARES)) return;
+    if (Atomics.compareExchange(control, CONTROL.CLAIM, claim, claim + 1) !== claim) continue; // another thread took it, or a new job began
+    try {
+      run(claim % SHARE_SLOTS);
+    } catch (error) {
+      if (Atomics.compareExchange(control, CONTROL.FAILED, 0, 1) === 0) {
+        const text = new TextEncoder().encode(`thread ${thread}: ${error instanceof Error ? error.message : String(error)}`).subarray(0, MESSAGE_BYTES - 1);
+        new Uint8Array(control.buffer, CONTROL.MESSAGE * 4, MESSAGE_BYTES).fill(0).set(text);
+      }
+    }
+    if (Atomics.add(control, CONTROL.DONE, 1) + 1 === Atomics.load(control, CONTROL.SHARES)) Atomics.notify(control, CONTROL.DONE);
+  }
+}
 
 /** The workers of this process, shared by every CPU backend: grown to the most threads one asks for. */
 class WorkerPool {
   readonly control = new Int32Array(new SharedArrayBuffer(CONTROL_BYTES));
   private readonly workers: Worker[] = [];
   private lists: Float32Array | undefined; // the call lists' block in the arena
+  private job = 0;
   users = 0;
 
   constructor(private readonly memory: WebAssembly.Memory) {}
 
-  get size(): number {
-    return this.workers.length;
-  }
-
   grow(count: number): void {
     const modules = kernelModules();
     while (this.workers.length < count) {
-      const index = this.workers.length;
       const file = compiledWorker(new URL('./cpu-thread-worker.js', import.meta.url));
       // execArgv: not the parent's (under node -e, the worker would run the parent's script instead of its file)
-      const worker = new Worker(file, { workerData: { memory: this.memory, control: this.control, modules, index }, execArgv: [] });
+      const worker = new Worker(file, { workerData: { memory: this.memory, control: this.control, modules, thread: this.workers.length + 1 }, execArgv: [] });
       worker.unref(); // an idle worker never keeps Node running
       this.workers.push(worker);
     }
   }
 
-  /** Runs shares[0] here and shares[i] on worker i - 1, and returns when all are done. */
+  /** Runs every share, on this thread and on up to shares.length - 1 workers; returns when all are done. */
   run(shares: readonly (readonly KernelCall[])[]): void {
     const c = this.control;
-    const encoded = shares.slice(1).map(encodeCalls);
+    assert(shares.length < SHARE_SLOTS, `CPU threads: ${shares.length} shares, at most ${SHARE_SLOTS - 1}`);
+    const encoded = shares.map(encodeCalls);
     const words = encoded.reduce((n, e) => n + e.length, 0);
     if (!this.lists || this.lists.length < 2 * words) this.lists = cpuArena().f32(Math.max(2 * words, 2 * (this.lists?.length ?? 0)));
     assert(this.lists !== undefined, 'CPU threads: the arena has no room for the call lists');
     let at = cpuArena().addressOf(this.lists)!;
-    Atomics.store(c, CONTROL.PENDING, encoded.length);
-    encoded.forEach((list, w) => {
+    encoded.forEach((list, i) => {
       new Float64Array(this.memory.buffer, at, list.length).set(list);
-      Atomics.store(c, CONTROL.LIST + w, at);
+      Atomics.store(c, CONTROL.LIST + i, at);
       at += list.length * 8;
-      Atomics.add(c, CONTROL.WAKE + w, 1);
-      Atomics.notify(c, CONTROL.WAKE + w, 1);
     });
-    let failure: unknown;
-    try {
-      runCalls(kernels(), shares[0] ?? []);
-    } catch (error) {
-      failure = error; // after the workers are done: they write into the same scratch
-    }
-    this.waitForWorkers(encoded.length);
-    if (failure) throw failure;
+    // The job is published by its claim counter, after its lists, share count and done count.
+    Atomics.store(c, CONTROL.SHARES, shares.length);
+    Atomics.store(c, CONTROL.DONE, 0);
+    this.job = (this.job + 1) % 2 ** 23;
+    Atomics.store(c, CONTROL.CLAIM, this.job * SHARE_SLOTS);
+    Atomics.add(c, CONTROL.GENERATION, 1);
+    Atomics.notify(c, CONTROL.GENERATION, shares.length - 1);
+    const k = kernels();
+    claimShares(c, (i) => runCalls(k, shares[i]!), 0);
+    for (let done = Atomics.load(c, CONTROL.DONE); done < shares.length; done = Atomics.load(c, CONTROL.DONE)) Atomics.wait(c, CONTROL.DONE, done);
     if (Atomics.load(c, CONTROL.FAILED)) {
       const bytes = new Uint8Array(c.buffer, CONTROL.MESSAGE * 4, MESSAGE_BYTES);
-      const message = Buffer.from(bytes.slice(0, bytes.indexOf(0) < 0 ? MESSAGE_BYTES : bytes.indexOf(0))).toString('utf8');
+      const message = Buffer.from(bytes.subarray(0, bytes.indexOf(0) < 0 ? MESSAGE_BYTES : bytes.indexOf(0))).toString('utf8');
       Atomics.store(c, CONTROL.FAILED, 0);
-      bytes.fill(0);
       throw new Error(`populora: a CPU backend thread failed: ${message}`);
-    }
-  }
-
-  private waitForWorkers(count: number): void {
-    const c = this.control;
-    let secondsWaited = 0; // a safety net for workers that never start, not a decision about results
-    for (let left = Atomics.load(c, CONTROL.PENDING); left !== 0; left = Atomics.load(c, CONTROL.PENDING)) {
-      if (Atomics.wait(c, CONTROL.PENDING, left, 1000) !== 'timed-out') continue;
-      const missing = Array.from({ length: count }, (_, w) => w).filter((w) => Atomics.load(c, CONTROL.READY + w) === 0);
-      if (missing.length > 0 && ++secondsWaited >= START_TIMEOUT_S) {
-        throw new Error(`populora: CPU backend worker thread(s) ${missing.map((w) => w + 1).join(', ')} did not start within ${START_TIMEOUT_S} s (is dist/ built? npm run build); run with --threads 1 (a scenario's backend threads: 1) to go without them`);
-      }
     }
   }
 
   /** Ends every worker (when no backend uses them any more). */
   close(): void {
     for (const worker of this.workers.splice(0)) void worker.terminate();
-    this.control.fill(0);
     this.lists = undefined;
   }
 }
