@@ -33,7 +33,7 @@ if (!(threads >= 2)) throw new BenchUsageError('--threads: at least 2 (one threa
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 /** A matmul call with no tokens: the kernel returns at once, so a job costs only its dispatch. */
-const EMPTY: KernelCall = { fn: 'matmul', args: [0, 0, 8, 0, 8, 0, 0, 0, 1, 0, 8] };
+const EMPTY: KernelCall = { fn: 'matmul', memory: 0, args: [0, 0, 8, 0, 8, 0, 0, 0, 1, 0, 8] };
 
 /**
  * piscina's way: a task (a message) a worker's share, awaited: a synchronous op cannot block on piscina (its results
@@ -55,7 +55,7 @@ async function roundTrips() {
   const rows: Array<{ threads: number; atomicsUs: number[]; piscinaUs: number[] }> = [];
   for (let n = 2; n <= threads; n++) {
     const pool = CpuThreads.open(n, 1);
-    const piscina = new Piscina({ filename: compiledWorker(new URL('./cpu-threads-piscina-worker.js', import.meta.url)), minThreads: n - 1, maxThreads: n - 1, idleTimeout: Infinity, workerData: { memory: cpuArena().memory, modules: kernelModules() } });
+    const piscina = new Piscina({ filename: compiledWorker(new URL('./cpu-threads-piscina-worker.js', import.meta.url)), minThreads: n - 1, maxThreads: n - 1, idleTimeout: Infinity, workerData: { memory: cpuArena().memory(0), modules: kernelModules() } });
     const row = { threads: n, atomicsUs: [] as number[], piscinaUs: [] as number[] };
     const atomics = async () => pool.run(Array.from({ length: n }, () => [EMPTY]));
     const viaPiscina = piscinaJob(piscina, n - 1);

@@ -301,8 +301,8 @@ checkpointEvery: 1
 describe('the worker threads', () => {
   it('report a kernel that fails (an address past the memory) on whichever thread ran it, instead of hanging, and keep working', () => {
     const threads = THREADS[1]!;
-    const call = (address: number) => ({ fn: 'matmul' as const, args: [address, 1, 8, address, 8, address, address, 0, 1, 0, 8] });
-    const nothing = { fn: 'matmul' as const, args: [0, 0, 8, 0, 8, 0, 0, 0, 1, 0, 8] }; // no tokens: this thread's share does nothing
+    const call = (address: number) => ({ fn: 'matmul' as const, memory: 0, args: [address, 1, 8, address, 8, address, address, 0, 1, 0, 8] });
+    const nothing = { fn: 'matmul' as const, memory: 0, args: [0, 0, 8, 0, 8, 0, 0, 0, 1, 0, 8] }; // no tokens: a share that does nothing (either thread may run either share)
     expect(() => threads.run([[nothing], [call(2 ** 32 - 64)]])).toThrow(/a CPU backend thread failed: thread \d: .*out of bounds/);
     const x = cpu.upload(Float32Array.from({ length: 64 * 40 }, (_, i) => Math.sin(i)), [40, 64]);
     const w = cpu.uploadWeight(Float32Array.from({ length: 64 * 33 }, (_, i) => Math.cos(i)), [33, 64], 'f32');

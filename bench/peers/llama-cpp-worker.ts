@@ -34,7 +34,7 @@ async function start(setup: PeerSetup): Promise<{ info: LlamaCppInfo; sequences:
     if (resolved) flashAttention = resolved[1] === 'enabled' ? 'enabled' : 'disabled (not supported)';
     if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) process.stderr.write(`[llama.cpp ${setup.backend}] ${message}\n`);
   };
-  const llama = await getLlama({ gpu: vulkan ? 'vulkan' : false, build: 'never', maxThreads: 1, logLevel: LlamaLogLevel.info, logger }).catch((error: unknown) => {
+  const llama = await getLlama({ gpu: vulkan ? 'vulkan' : false, build: 'never', maxThreads: setup.threads, logLevel: LlamaLogLevel.info, logger }).catch((error: unknown) => {
     const binary = vulkan ? '@node-llama-cpp/linux-x64-vulkan (or your platform\'s -vulkan package)' : `@node-llama-cpp/${process.platform}-${process.arch}`;
     if (error instanceof NoBinaryFoundError) throw new Error(`node-llama-cpp has no working prebuilt llama.cpp binary for ${vulkan ? 'Vulkan' : 'the CPU'}: is its optional dependency ${binary} installed, and (Vulkan) a Vulkan loader (Debian: libvulkan1)? (${error.message})`);
     throw error;
@@ -47,7 +47,7 @@ async function start(setup: PeerSetup): Promise<{ info: LlamaCppInfo; sequences:
   const model = await llama.loadModel({ modelPath: setup.modelPath, gpuLayers: vulkan ? 'max' : 0 });
   const totalLayers = model.fileInsights.totalLayers;
   const context = (sequences: number, lora?: string): Promise<LlamaContext> =>
-    model.createContext({ sequences, contextSize: setup.contextSize, threads: 1, ...(lora && { lora: { adapters: [{ filePath: lora }] } }) });
+    model.createContext({ sequences, contextSize: setup.contextSize, threads: { ideal: setup.threads, min: setup.threads }, ...(lora && { lora: { adapters: [{ filePath: lora }] } }) });
   const single = await context(1);
   const batched = await context(setup.batch);
   const perAdapter = await Promise.all(setup.adapterPaths.map((path) => context(1, path)));

@@ -8,6 +8,7 @@ export interface PeerSetup {
   adapterPaths: string[]; // one LoRA .gguf per adapter slot
   batch: number; // most sequences decoded together
   contextSize: number; // tokens per sequence
+  threads: number; // llama.cpp's threads (its ideal and its minimum: every evaluation uses them all)
 }
 
 /** What llama.cpp really ran on: a "vulkan" build with 0 layers offloaded is the CPU. */

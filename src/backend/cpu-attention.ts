@@ -48,13 +48,14 @@ export function attention(q: Tensor, cache: KvCache, layer: number, slots: Tenso
   const { headDim: hd, kvHeads, maxLen } = cache;
   const [qs, s, p] = [f32Of(q), i32Of(slots), i32Of(positions)];
   const arena = cpuArena();
-  const [kAt, vAt] = [arena.addressOf(f32Of(cache.k)), arena.addressOf(f32Of(cache.v))];
+  const home = arena.memoryOf(f32Of(cache.k)) ?? -1; // createKvCache puts k and v in one memory
+  const [kAt, vAt] = [arena.addressOf(f32Of(cache.k), home), arena.addressOf(f32Of(cache.v), home)];
   if (kAt === undefined || vAt === undefined || heads % kvHeads !== 0) return attentionReference(q, cache, layer, slots, positions, heads);
   const T = s.length;
   const hdPad = roundUp(hd, 8);
   const longest = Math.max(0, ...p) + 1;
   const scoresBytes = (longest + 1) * 8;
-  const staged = stage([qs.length * 8, threads.count * scoresBytes, T * heads * hdPad * 4]);
+  const staged = stage([qs.length * 8, threads.count * scoresBytes, T * heads * hdPad * 4], home);
   if (!staged) return attentionReference(q, cache, layer, slots, positions, heads);
   staged.putF64(0, qs);
   const [qAt, scoresAt, outAt] = staged.at as [number, number, number];
@@ -68,7 +69,7 @@ export function attention(q: Tensor, cache: KvCache, layer: number, slots: Tenso
     return Array.from({ length: end - first }, (_, i): KernelCall => {
       const t = first + i;
       const slotRow = (layer * cache.slots + s[t]!) * maxLen * rowBytes;
-      return { fn: 'attention', args: [qAt + t * heads * hd * 8, heads, heads / kvHeads, hd, kAt + slotRow, vAt + slotRow, p[t]! + 1, rowBytes, scores, outAt + t * heads * hdPad * 4, hdPad, 1 / Math.sqrt(hd)] };
+      return { fn: 'attention', memory: home, args: [qAt + t * heads * hd * 8, heads, heads / kvHeads, hd, kAt + slotRow, vAt + slotRow, p[t]! + 1, rowBytes, scores, outAt + t * heads * hdPad * 4, hdPad, 1 / Math.sqrt(hd)] };
     });
   });
   return tensor(unpadRows(staged.f32(2, T * heads * hdPad), T * heads, hd, hdPad), [T, heads * hd], 'f32');

@@ -78,8 +78,9 @@ export function outerProductSumReference(u: Tensor, v: Tensor, order: Tensor, of
 
 export const roundUp = (n: number, multiple: number) => Math.ceil(n / multiple) * multiple;
 
-/** Scratch regions in the arena for one call of the kernel (addresses `at`), valid until the next call. */
+/** Scratch regions in one memory of the arena for one op's kernel calls (addresses `at`), valid until its next op. */
 export interface Staged {
+  memory: number; // which memory of the arena: the kernels run on it
   at: number[];
   /** Region i as `length` f32 values. */
   f32(i: number, length: number): Float32Array;
@@ -90,21 +91,36 @@ export interface Staged {
   weight(i: number, w: Float32Array): number;
 }
 
-export const weightBytes = (w: Float32Array) => (cpuArena().addressOf(w) === undefined ? w.length * 4 : 0);
-
-/** Undefined when the arena cannot hold the regions: the caller runs its reference instead. */
-export function stage(bytes: readonly number[]): Staged | undefined {
+/**
+ * The memory of the arena an op runs in: that of the first of `arrays` the arena holds (the weight it reads: its
+ * activations are copied there), else the newest (-1: the arena has none).
+ */
+export function homeOf(...arrays: Float32Array[]): number {
   const arena = cpuArena();
-  const at = arena.scratch(bytes);
-  if (!at || !arena.memory) return undefined;
-  const buffer = arena.memory.buffer;
+  for (const a of arrays) {
+    const memory = arena.memoryOf(a);
+    if (memory !== undefined) return memory;
+  }
+  return arena.count - 1;
+}
+
+/** The scratch a weight takes in memory `memory`: none where it lives there, else a copy. */
+export const weightBytes = (w: Float32Array, memory: number) => (cpuArena().addressOf(w, memory) === undefined ? w.length * 4 : 0);
+
+/** Undefined when that memory cannot hold the regions: the caller runs its reference instead. */
+export function stage(bytes: readonly number[], memory: number): Staged | undefined {
+  const arena = cpuArena();
+  const at = memory >= 0 ? arena.scratch(bytes, memory) : undefined;
+  if (!at) return undefined;
+  const buffer = arena.memory(memory).buffer;
   const f32 = (i: number, length: number) => new Float32Array(buffer, at[i], length);
   return {
+    memory,
     at,
     f32,
     f64: (i, length) => new Float64Array(buffer, at[i], length),
     putF64: (i, values) => new Float64Array(buffer, at[i], values.length).set(values),
-    weight: (i, w) => arena.addressOf(w) ?? (f32(i, w.length).set(w), at[i]!),
+    weight: (i, w) => arena.addressOf(w, memory) ?? (f32(i, w.length).set(w), at[i]!),
   };
 }
 
@@ -171,13 +187,13 @@ function matmulBlocks(xs: Float32Array, w: Tensor, T: number, N: number, K: numb
   if (T * K * 8 > MAX_BLOCK_X_BYTES) return undefined;
   const blocks = rowBlocks(w);
   const nPad = roundUp(N, BLOCK_ROWS);
-  const s = blocks && stage([T * K * 8, nPad * 4, T * nPad * 4]);
+  const s = blocks && stage([T * K * 8, nPad * 4, T * nPad * 4], homeOf(blocks));
   if (!blocks || !s) return undefined;
   s.putF64(0, xs);
   const b = s.f32(1, nPad).fill(0);
   if (bias) b.set(f32Of(bias).subarray(0, N));
-  const wAt = cpuArena().addressOf(blocks)!;
-  threads.runRanges(N, BLOCK_ROWS, T * N * K, (first, end) => [{ fn: 'matmulBlocks', args: [s.at[0]!, T, K, wAt, N, s.at[1]!, s.at[2]!, 0, 1, first, end] }]);
+  const wAt = cpuArena().addressOf(blocks, s.memory)!;
+  threads.runRanges(N, BLOCK_ROWS, T * N * K, (first, end) => [{ fn: 'matmulBlocks', memory: s.memory, args: [s.at[0]!, T, K, wAt, N, s.at[1]!, s.at[2]!, 0, 1, first, end] }]);
   return tensor(unpadRows(s.f32(2, T * nPad), T, N, nPad), [T, N], 'f32');
 }
 
@@ -188,13 +204,14 @@ export function matmul(x: Tensor, w: Tensor, bias?: Tensor, threads: CpuThreads 
   const blocked = matmulBlocks(xs, w, T, N, K, bias, threads);
   if (blocked) return blocked;
   const nPad = roundUp(N, 8);
-  const s = stage([T * K * 8, weightBytes(ws), nPad * 4, T * nPad * 4]);
+  const home = homeOf(ws);
+  const s = stage([T * K * 8, weightBytes(ws, home), nPad * 4, T * nPad * 4], home);
   if (!s) return matmulReference(x, w, bias);
   s.putF64(0, xs);
   const b = s.f32(2, nPad).fill(0);
   if (bias) b.set(f32Of(bias).subarray(0, N));
   const wAt = s.weight(1, ws);
-  threads.runRanges(N, 8, T * N * K, (first, end) => [{ fn: 'matmul', args: [s.at[0]!, T, K, wAt, N, s.at[2]!, s.at[3]!, 0, 1, first, end] }]);
+  threads.runRanges(N, 8, T * N * K, (first, end) => [{ fn: 'matmul', memory: s.memory, args: [s.at[0]!, T, K, wAt, N, s.at[2]!, s.at[3]!, 0, 1, first, end] }]);
   return tensor(unpadRows(s.f32(3, T * nPad), T, N, nPad), [T, N], 'f32');
 }
 
@@ -203,11 +220,12 @@ export function matmulBackward(dy: Tensor, w: Tensor, threads: CpuThreads = ONE_
   const { T, N, K } = shapes('matmulBackward', dy, w);
   const [g, ws] = [f32Of(dy), f32Of(w)];
   const kPad = roundUp(K, 8);
-  const s = stage([T * N * 8, weightBytes(ws), T * kPad * 4]);
+  const home = homeOf(ws);
+  const s = stage([T * N * 8, weightBytes(ws, home), T * kPad * 4], home);
   if (!s) return matmulBackwardReference(dy, w);
   s.putF64(0, g);
   const wAt = s.weight(1, ws);
-  threads.runRanges(K, 8, T * N * K, (first, end) => [{ fn: 'matmulBackward', args: [s.at[0]!, T, N, wAt, K, s.at[2]!, 0, 1, first, end] }]);
+  threads.runRanges(K, 8, T * N * K, (first, end) => [{ fn: 'matmulBackward', memory: s.memory, args: [s.at[0]!, T, N, wAt, K, s.at[2]!, 0, 1, first, end] }]);
   return tensor(unpadRows(s.f32(2, T * kPad), T, K, kPad), [T, K], 'f32');
 }
 
@@ -221,7 +239,7 @@ export function outerProductSum(u: Tensor, v: Tensor, order: Tensor, offsets: Te
   const jPad = roundUp(J, 8);
   const counts = Array.from({ length: S }, (_, seg) => bounds[seg + 1]! - bounds[seg]!);
   const P = counts.reduce((a, b) => a + b, 0);
-  const s = stage([I * P * 8, P * J * 4, S * I * jPad * 4]);
+  const s = stage([I * P * 8, P * J * 4, S * I * jPad * 4], homeOf());
   if (!s) return outerProductSumReference(u, v, order, offsets, scales);
   // As matmulBackward, a segment at a time: g = the segment's rows of u, transposed [I, count]; w = its rows of v
   // [count, J]; out [I, jPad]. Segment seg's g starts at I·before, its w at J·before (before: the rows ahead of it).
@@ -238,7 +256,7 @@ export function outerProductSum(u: Tensor, v: Tensor, order: Tensor, offsets: Te
   }
   const [gAt, wAt, outAt] = s.at as [number, number, number];
   threads.runRanges(I, 1, I * P * J, (i0, i1) =>
-    counts.map((count, seg) => ({ fn: 'matmulBackward', args: [gAt + (I * before[seg]! + i0 * count) * 8, i1 - i0, count, wAt + before[seg]! * J * 4, J, outAt + (seg * I + i0) * jPad * 4, 0, sc ? sc[seg]! : 1, 0, J] })),
+    counts.map((count, seg) => ({ fn: 'matmulBackward', memory: s.memory, args: [gAt + (I * before[seg]! + i0 * count) * 8, i1 - i0, count, wAt + before[seg]! * J * 4, J, outAt + (seg * I + i0) * jPad * 4, 0, sc ? sc[seg]! : 1, 0, J] })),
   );
   return tensor(unpadRows(s.f32(2, S * I * jPad), S * I, J, jPad), [S * I, J], 'f32');
 }

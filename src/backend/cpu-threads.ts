@@ -16,7 +16,7 @@
 // Why Atomics and not a message per call (piscina): a decode step at batch 1 is hundreds of kernel calls of tens to
 // hundreds of microseconds each; docs/cpu-backend.md has the measured cost of each way.
 
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { assert } from './backend.js';
 import { cpuArena } from './cpu-arena.js';
 import { cpuKernelModule } from './kernel-files.js';
@@ -35,9 +35,13 @@ export type KernelFunction = keyof typeof KERNEL_FUNCTIONS;
 const FUNCTION_NAMES = Object.keys(KERNEL_FUNCTIONS) as KernelFunction[];
 const MODULE_NAMES = [...new Set(Object.values(KERNEL_FUNCTIONS).map(([module]) => module))];
 
-/** One call of a kernel function: its arguments (byte addresses in the arena, sizes, a scale) in the export's order. */
+/**
+ * One call of a kernel function: the memory of the arena it runs on, and its arguments (byte addresses in that
+ * memory, sizes, a scale) in the export's order.
+ */
 export interface KernelCall {
   fn: KernelFunction;
+  memory: number;
   args: number[];
 }
 
@@ -54,23 +58,35 @@ export function instantiateKernels(memory: WebAssembly.Memory, modules: Record<s
 
 export const kernelModules = (): Record<string, WebAssembly.Module> => Object.fromEntries(MODULE_NAMES.map((name) => [name, cpuKernelModule(name)]));
 
-let mainKernels: Kernels | undefined;
-/** This (the main) thread's kernels, on the arena. */
-export const kernels = (): Kernels => (mainKernels ??= instantiateKernels(cpuArena().memory!, kernelModules()));
+/** One thread's kernels: a set of instances for each memory of the arena, made at its first call there. */
+export class ThreadKernels {
+  private readonly sets: Kernels[] = [];
 
-/** Runs a call list on this thread. */
-export function runCalls(k: Kernels, calls: readonly KernelCall[]): void {
-  for (const { fn, args } of calls) k[fn](...args);
+  constructor(private readonly modules: Record<string, WebAssembly.Module>, readonly memoryAt: (memory: number) => WebAssembly.Memory) {}
+
+  on(memory: number): Kernels {
+    return (this.sets[memory] ??= instantiateKernels(this.memoryAt(memory), this.modules));
+  }
 }
 
-/** The f64 words of a call list: [calls, fn index, args..., ...] (what a worker reads with readCalls). */
+let mainKernels: ThreadKernels | undefined;
+/** This (the main) thread's kernels. */
+export const kernels = (): ThreadKernels => (mainKernels ??= new ThreadKernels(kernelModules(), (memory) => cpuArena().memory(memory)));
+
+/** Runs a call list on this thread. */
+export function runCalls(k: ThreadKernels, calls: readonly KernelCall[]): void {
+  for (const { fn, memory, args } of calls) k.on(memory)[fn](...args);
+}
+
+/** The f64 words of a call list: [calls, fn index, memory, args..., ...] (what a worker reads with readCalls). */
 function encodeCalls(calls: readonly KernelCall[]): Float64Array {
-  const words = new Float64Array(1 + calls.reduce((n, c) => n + 1 + c.args.length, 0));
+  const words = new Float64Array(1 + calls.reduce((n, c) => n + 2 + c.args.length, 0));
   words[0] = calls.length;
   let at = 1;
-  for (const { fn, args } of calls) {
+  for (const { fn, memory, args } of calls) {
     assert(args.length === KERNEL_FUNCTIONS[fn][2], `CPU threads: ${fn} takes ${KERNEL_FUNCTIONS[fn][2]} arguments, got ${args.length}`);
     words[at++] = FUNCTION_NAMES.indexOf(fn);
+    words[at++] = memory;
     words.set(args, at);
     at += args.length;
   }
@@ -83,16 +99,17 @@ export function readCalls(memory: WebAssembly.Memory, address: number): KernelCa
   const calls: KernelCall[] = [];
   let at = address + 8;
   for (let c = 0; c < count; c++) {
-    const fn = FUNCTION_NAMES[new Float64Array(memory.buffer, at, 1)[0]!]!;
+    const [fnIndex, home] = new Float64Array(memory.buffer, at, 2);
+    const fn = FUNCTION_NAMES[fnIndex!]!;
     const arity = KERNEL_FUNCTIONS[fn][2];
-    calls.push({ fn, args: Array.from(new Float64Array(memory.buffer, at + 8, arity)) });
-    at += 8 * (1 + arity);
+    calls.push({ fn, memory: home!, args: Array.from(new Float64Array(memory.buffer, at + 16, arity)) });
+    at += 8 * (2 + arity);
   }
   return calls;
 }
 
 // The control block's layout (i32 indices).
-export const CONTROL = { GENERATION: 0, CLAIM: 1, SHARES: 2, DONE: 3, FAILED: 4, LIST: 16, MESSAGE: 16 + 128 } as const;
+export const CONTROL = { GENERATION: 0, CLAIM: 1, SHARES: 2, DONE: 3, FAILED: 4, LIST_MEMORY: 5, LIST: 16, MESSAGE: 16 + 128 } as const;
 const MESSAGE_BYTES = 1024;
 const CONTROL_BYTES = CONTROL.MESSAGE * 4 + MESSAGE_BYTES;
 /** CLAIM holds job · SHARE_SLOTS + the next share to claim: a claim never lands in another job's shares. */
@@ -130,21 +147,29 @@ export function claimShares(control: Int32Array, run: (share: number) => void, t
 /** The workers of this process, shared by every CPU backend: grown to the most threads one asks for. */
 class WorkerPool {
   readonly control = new Int32Array(new SharedArrayBuffer(CONTROL_BYTES));
-  private readonly workers: Worker[] = [];
+  private readonly workers: Array<{ worker: Worker; port: MessagePort }> = [];
   private lists: Float32Array | undefined; // the call lists' block in the arena
   private job = 0;
   users = 0;
 
-  constructor(private readonly memory: WebAssembly.Memory) {}
+  constructor() {
+    // A memory the arena opens later reaches each worker on its port, which it reads when a call first names it.
+    cpuArena().onNewMemory((memory) => this.workers.forEach(({ port }) => port.postMessage(memory)));
+  }
 
   grow(count: number): void {
     const modules = kernelModules();
+    const arena = cpuArena();
     while (this.workers.length < count) {
       const file = compiledWorker(new URL('./cpu-thread-worker.js', import.meta.url));
+      const { port1, port2 } = new MessageChannel();
+      const memories = Array.from({ length: arena.count }, (_, i) => arena.memory(i));
+      const workerData = { memories, port: port2, control: this.control, modules, thread: this.workers.length + 1 };
       // execArgv: not the parent's (under node -e, the worker would run the parent's script instead of its file)
-      const worker = new Worker(file, { workerData: { memory: this.memory, control: this.control, modules, thread: this.workers.length + 1 }, execArgv: [] });
+      const worker = new Worker(file, { workerData, transferList: [port2], execArgv: [] });
       worker.unref(); // an idle worker never keeps Node running
-      this.workers.push(worker);
+      port1.unref();
+      this.workers.push({ worker, port: port1 });
     }
   }
 
@@ -156,12 +181,14 @@ class WorkerPool {
     const words = encoded.reduce((n, e) => n + e.length, 0);
     if (!this.lists || this.lists.length < 2 * words) this.lists = cpuArena().f32(Math.max(2 * words, 2 * (this.lists?.length ?? 0)));
     assert(this.lists !== undefined, 'CPU threads: the arena has no room for the call lists');
-    let at = cpuArena().addressOf(this.lists)!;
+    const listMemory = cpuArena().memoryOf(this.lists)!;
+    let at = this.lists.byteOffset;
     encoded.forEach((list, i) => {
-      new Float64Array(this.memory.buffer, at, list.length).set(list);
+      new Float64Array(cpuArena().memory(listMemory).buffer, at, list.length).set(list);
       Atomics.store(c, CONTROL.LIST + i, at);
       at += list.length * 8;
     });
+    Atomics.store(c, CONTROL.LIST_MEMORY, listMemory);
     // The job is published by its claim counter, after its lists, share count and done count.
     Atomics.store(c, CONTROL.SHARES, shares.length);
     Atomics.store(c, CONTROL.DONE, 0);
@@ -182,7 +209,10 @@ class WorkerPool {
 
   /** Ends every worker (when no backend uses them any more). */
   close(): void {
-    for (const worker of this.workers.splice(0)) void worker.terminate();
+    for (const { worker, port } of this.workers.splice(0)) {
+      port.close();
+      void worker.terminate();
+    }
     this.lists = undefined;
   }
 }
@@ -201,9 +231,8 @@ export class CpuThreads {
    */
   static open(count: number, minWorkPerShare = MIN_WORK_PER_SHARE): CpuThreads {
     assert(Number.isInteger(count) && count >= 1 && count <= MAX_THREADS, `CPU threads: ${count} is not a whole number from 1 to ${MAX_THREADS}`);
-    const memory = count > 1 ? cpuArena().memory : undefined;
-    if (!memory) return new CpuThreads(1, undefined, minWorkPerShare);
-    pool ??= new WorkerPool(memory);
+    if (count === 1 || cpuArena().count === 0) return new CpuThreads(1, undefined, minWorkPerShare);
+    pool ??= new WorkerPool();
     pool.grow(count - 1);
     pool.users++;
     return new CpuThreads(count, pool, minWorkPerShare);

@@ -8,7 +8,7 @@
 import type { Tensor } from './backend.js';
 import { attentionBackwardReference, attentionOperands, attentionPackedReference } from './cpu-backward.js';
 import { cpuArena } from './cpu-arena.js';
-import { roundUp, stage } from './cpu-dense.js';
+import { homeOf, roundUp, stage } from './cpu-dense.js';
 import { f32Of, tensor } from './cpu-tensor.js';
 import { ONE_THREAD, type CpuThreads } from './cpu-threads.js';
 
@@ -41,17 +41,17 @@ export function attentionPacked(q: Tensor, k: Tensor, v: Tensor, positions: Tens
   const shares = tokenShares(threads, tokenWork(pos, heads, hd), Array.from({ length: T }, (_, t) => t));
   // [q | k | v | pos | out | per share: p f64 [T] and acc f64 [hd]]
   const scratch = T * 8 + hd * 8 + 32;
-  const s = heads % kvHeads === 0 ? stage([qs.length * 4, ks.length * 4, vs.length * 4, T * 4, qs.length * 4, shares.length * scratch]) : undefined;
+  const s = heads % kvHeads === 0 ? stage([qs.length * 4, ks.length * 4, vs.length * 4, T * 4, qs.length * 4, shares.length * scratch], homeOf()) : undefined;
   if (!s) return attentionPackedReference(q, k, v, positions, heads, kvHeads);
   [qs, ks, vs].forEach((values, i) => s.f32(i, values.length).set(values));
-  new Int32Array(cpuArena().memory!.buffer, s.at[3], T).set(pos);
+  new Int32Array(cpuArena().memory(s.memory).buffer, s.at[3], T).set(pos);
   const [qAt, kAt, vAt, posAt, outAt, scratchAt] = s.at as [number, number, number, number, number, number];
   const [qRow, kvRow] = [heads * hd * 4, kvHeads * hd * 4];
   // A share's token t0 reads its keys from row t0 - pos[t0] on: k's and v's addresses move with q's, the kernel's
   // row arithmetic (t - pos[t]) is relative to them.
   threads.run(shares.map(([t0, t1], i) => {
     const p = scratchAt + i * scratch;
-    return [{ fn: 'attentionForward', args: [qAt + t0 * qRow, kAt + t0 * kvRow, vAt + t0 * kvRow, posAt + t0 * 4, t1 - t0, heads, heads / kvHeads, kvHeads, hd, p, p + roundUp(T * 8, 16), outAt + t0 * qRow, 1 / Math.sqrt(hd)] }];
+    return [{ fn: 'attentionForward', memory: s.memory, args: [qAt + t0 * qRow, kAt + t0 * kvRow, vAt + t0 * kvRow, posAt + t0 * 4, t1 - t0, heads, heads / kvHeads, kvHeads, hd, p, p + roundUp(T * 8, 16), outAt + t0 * qRow, 1 / Math.sqrt(hd)] }];
   }));
   return tensor(s.f32(4, qs.length).slice(), [T, heads * hd], 'f32');
 }
@@ -77,16 +77,16 @@ export function attentionBackward(dOut: Tensor, q: Tensor, k: Tensor, v: Tensor,
   const shares = tokenShares(threads, tokenWork(pos, heads, 2 * hd), backwardCuts(pos));
   // [g | o | q | k | v | pos | dq | dk: f64 | dv: f64 | per share: p f64 [T] and acc f64 [hd]]
   const scratch = T * 8 + hd * 8 + 32;
-  const s = heads % kvHeads === 0 ? stage([g.length * 4, os.length * 4, qs.length * 4, ks.length * 4, vs.length * 4, T * 4, qs.length * 4, ks.length * 8, vs.length * 8, shares.length * scratch]) : undefined;
+  const s = heads % kvHeads === 0 ? stage([g.length * 4, os.length * 4, qs.length * 4, ks.length * 4, vs.length * 4, T * 4, qs.length * 4, ks.length * 8, vs.length * 8, shares.length * scratch], homeOf()) : undefined;
   if (!s) return attentionBackwardReference(dOut, q, k, v, out, positions, seqEnds, heads, kvHeads);
   [g, os, qs, ks, vs].forEach((values, i) => s.f32(i, values.length).set(values));
-  new Int32Array(cpuArena().memory!.buffer, s.at[5], T).set(pos);
+  new Int32Array(cpuArena().memory(s.memory).buffer, s.at[5], T).set(pos);
   const [dk, dv] = [s.f64(7, ks.length).fill(0), s.f64(8, vs.length).fill(0)];
   const [gAt, oAt, qAt, kAt, vAt, posAt, dqAt, dkAt, dvAt, scratchAt] = s.at as [number, number, number, number, number, number, number, number, number, number];
   const [qRow, kvRow] = [heads * hd * 4, kvHeads * hd * 4];
   threads.run(shares.map(([t0, t1], i) => {
     const p = scratchAt + i * scratch;
-    return [{ fn: 'attentionBackward', args: [gAt + t0 * qRow, oAt + t0 * qRow, qAt + t0 * qRow, kAt + t0 * kvRow, vAt + t0 * kvRow, posAt + t0 * 4, t1 - t0, heads, heads / kvHeads, kvHeads, hd, p, p + roundUp(T * 8, 16), dqAt + t0 * qRow, dkAt + t0 * kvRow * 2, dvAt + t0 * kvRow * 2, 1 / Math.sqrt(hd)] }];
+    return [{ fn: 'attentionBackward', memory: s.memory, args: [gAt + t0 * qRow, oAt + t0 * qRow, qAt + t0 * qRow, kAt + t0 * kvRow, vAt + t0 * kvRow, posAt + t0 * 4, t1 - t0, heads, heads / kvHeads, kvHeads, hd, p, p + roundUp(T * 8, 16), dqAt + t0 * qRow, dkAt + t0 * kvRow * 2, dvAt + t0 * kvRow * 2, 1 / Math.sqrt(hd)] }];
   }));
   return [tensor(s.f32(6, qs.length).slice(), q.shape, 'f32'), tensor(new Float32Array(dk), k.shape, 'f32'), tensor(new Float32Array(dv), v.shape, 'f32')];
 }

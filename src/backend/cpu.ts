@@ -4,12 +4,13 @@
 // run WebAssembly SIMD kernels equal bit for bit to their plain loops; the weights and KV caches they read live in
 // the CPU arena (cpu-arena.ts).
 
+import { totalmem } from 'node:os';
 import { assert, numel, type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage } from './backend.js';
 import { roundToF16 } from './half.js';
 import { automatonMasks } from './automaton-mask.js';
 import { packSampleRows, sampleRow, SAMPLE_ROW_WORDS } from './sampling.js';
 import { colsOf, concatColumns, f32Of, i32Of, rowsOf, tensor, type CpuTensor } from './cpu-tensor.js';
-import { cpuArena } from './cpu-arena.js';
+import { cpuArena, MAX_MEMORY_BYTES } from './cpu-arena.js';
 import { CpuThreads, ONE_THREAD } from './cpu-threads.js';
 import * as attend from './cpu-attention.js';
 import * as backward from './cpu-backward.js';
@@ -25,6 +26,8 @@ export class CpuBackend implements Backend {
   private readonly simd: boolean;
   readonly viewAlignment = 4;
   readonly maxBindingBytes = Number.POSITIVE_INFINITY;
+  /** One matrix fits one memory of the arena (cpu-arena.ts); all of them, the machine's memory. */
+  readonly hostMemory = { maxMatrixBytes: MAX_MEMORY_BYTES - 2 ** 20, totalBytes: totalmem() };
   /** uploadSampleRows' rows as given: the packed words hold temperature and topP in f32, sample() reads them in f64. */
   private readonly sampleRowsOf = new WeakMap<Tensor, readonly SampleRow[]>();
 
@@ -38,7 +41,7 @@ export class CpuBackend implements Backend {
   constructor(options: { simd?: boolean; threads?: number; minWorkPerShare?: number } = {}) {
     this.simd = options.simd ?? true;
     this.threads = this.simd ? CpuThreads.open(options.threads ?? 1, options.minWorkPerShare) : ONE_THREAD;
-    const simd = !this.simd ? '' : cpuArena().memory ? `, WebAssembly SIMD products, ${this.threads.count} thread${this.threads.count === 1 ? '' : 's'}` : '; no WebAssembly memory for its SIMD kernels';
+    const simd = !this.simd ? '' : cpuArena().count > 0 ? `, WebAssembly SIMD products, ${this.threads.count} thread${this.threads.count === 1 ? '' : 's'}` : '; no WebAssembly memory for its SIMD kernels';
     this.deviceDescription = `cpu (TypeScript reference${simd})`;
   }
 
@@ -91,11 +94,17 @@ export class CpuBackend implements Backend {
     this.threads.close();
   }
 
-  /** The cache lives in the CPU arena, where the attention kernel reads it in place (a plain array when it is full). */
+  /**
+   * The cache lives in the CPU arena, k and v in one block (one memory: the attention kernel reads both in place),
+   * or in a plain array where the arena cannot hold it.
+   */
   createKvCache(dims: Omit<KvCache, 'k' | 'v'>): KvCache {
     const shape = [dims.layers, dims.slots, dims.maxLen, dims.kvHeads, dims.headDim];
-    const zeros = () => tensor(cpuArena().f32(numel(shape))?.fill(0) ?? new Float32Array(numel(shape)), shape, 'f32');
-    return { ...dims, k: zeros(), v: zeros() };
+    const n = numel(shape);
+    const both = cpuArena().f32(2 * n)?.fill(0) ?? new Float32Array(2 * n);
+    const [k, v] = [both.subarray(0, n), both.subarray(n)];
+    [k, v].forEach((half) => cpuArena().keepParent(half, both));
+    return { ...dims, k: tensor(k, shape, 'f32'), v: tensor(v, shape, 'f32') };
   }
 
   embedding(table: Tensor, tokens: Tensor): Tensor {
