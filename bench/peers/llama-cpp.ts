@@ -74,7 +74,7 @@ async function startPair(name: PopuloraBackend, config: LlamaConfig, weights: Mo
     adapterPaths: files.adapterDirs.map((dir) => join(files.ggufDir, `${basename(dir)}.gguf`)),
     batch: files.adapterDirs.length,
     contextSize,
-    threads,
+    threads: [threads],
   }).catch((error: unknown) => {
     backend.destroy();
     throw error;

@@ -32,7 +32,8 @@ export class CpuBackend implements Backend {
   private readonly sampleRowsOf = new WeakMap<Tensor, readonly SampleRow[]>();
 
   /** The threads the SIMD kernels split their work over (cpu-threads.ts): any count gives the same bits. */
-  private readonly threads: CpuThreads;
+  private threads: CpuThreads;
+  private readonly minWorkPerShare: number | undefined;
 
   /**
    * threads: the kernels' threads, this one included (default 1; select.ts gives the machine's cores);
@@ -40,6 +41,7 @@ export class CpuBackend implements Backend {
    */
   constructor(options: { simd?: boolean; threads?: number; minWorkPerShare?: number } = {}) {
     this.simd = options.simd ?? true;
+    this.minWorkPerShare = options.minWorkPerShare;
     this.threads = this.simd ? CpuThreads.open(options.threads ?? 1, options.minWorkPerShare) : ONE_THREAD;
     const simd = !this.simd ? '' : cpuArena().count > 0 ? `, WebAssembly SIMD products, ${this.threads.count} thread${this.threads.count === 1 ? '' : 's'}` : '; no WebAssembly memory for its SIMD kernels';
     this.deviceDescription = `cpu (TypeScript reference${simd})`;
@@ -48,6 +50,14 @@ export class CpuBackend implements Backend {
   /** The threads its kernels use. */
   get threadCount(): number {
     return this.threads.count;
+  }
+
+  /** Its kernels use `count` threads from now on (a benchmark compares counts on one model; the bits are the same). */
+  setThreads(count: number): void {
+    if (!this.simd || count === this.threads.count) return;
+    const next = CpuThreads.open(count, this.minWorkPerShare);
+    this.threads.close();
+    this.threads = next;
   }
 
   dispatches(): number {
