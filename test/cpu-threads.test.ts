@@ -18,7 +18,7 @@ import { f32Of } from '../src/backend/cpu-tensor.js';
 import { CpuThreads, ONE_THREAD, splitRange } from '../src/backend/cpu-threads.js';
 import * as trainAttention from '../src/backend/cpu-train-attention.js';
 import { CpuBackend } from '../src/backend/cpu.js';
-import { attentionBackwardReference, attentionPackedReference } from '../src/backend/cpu-backward.js';
+import * as backward from '../src/backend/cpu-backward.js';
 import { randomModel } from '../src/model/checkpoint.js';
 import { TINY_CONFIGS } from '../src/model/config.js';
 import { LlamaModel } from '../src/model/llama.js';
@@ -206,12 +206,33 @@ describe('each threaded product at 1, 2, 3 and 4 threads equals one thread and t
       }
       const [qt, kt, vt, gt] = [cpu.upload(q, [T, qRow]), cpu.upload(k, [T, kvRow]), cpu.upload(v, [T, kvRow]), cpu.upload(g, [T, qRow])];
       const [pos, ends] = [cpu.uploadI32(Int32Array.from(positions), [T]), cpu.uploadI32(Int32Array.from(seqEnds), [T])];
-      const out = attentionPackedReference(qt, kt, vt, pos, heads, kvHeads);
-      const backward = attentionBackwardReference(gt, qt, kt, vt, out, pos, ends, heads, kvHeads).map(bits);
+      const out = backward.attentionPackedReference(qt, kt, vt, pos, heads, kvHeads);
+      const gradients = backward.attentionBackwardReference(gt, qt, kt, vt, out, pos, ends, heads, kvHeads).map(bits);
       const what = `${heads}/${kvHeads} heads of ${headDim}, sequences of ${lengths.join(', ')}`;
       for (const threads of THREADS) {
         expect(bits(trainAttention.attentionPacked(qt, kt, vt, pos, heads, kvHeads, threads)), `${what}, ${threads.count} threads`).toEqual(bits(out));
-        trainAttention.attentionBackward(gt, qt, kt, vt, out, pos, ends, heads, kvHeads, threads).forEach((grad, i) => expect(bits(grad), `${['dq', 'dk', 'dv'][i]}: ${what}, ${threads.count} threads`).toEqual(backward[i]));
+        trainAttention.attentionBackward(gt, qt, kt, vt, out, pos, ends, heads, kvHeads, threads).forEach((grad, i) => expect(bits(grad), `${['dq', 'dk', 'dv'][i]}: ${what}, ${threads.count} threads`).toEqual(gradients[i]));
+      }
+    }
+  });
+});
+
+describe('the row loops on threads (cpu-rows.ts): each thread its own rows, equal to the references', () => {
+  it('log-probabilities and their gradient over the logits, and SwiGLU and its backward', () => {
+    const r = random('threaded rows');
+    for (const [T, V] of [[1, 5], [3, 64], [7, 33], [13, 100]] as const) {
+      const logits = cpu.upload(r.floats(T * V, 6), [T, V]); // wide: some probabilities underflow to 0
+      const targets = cpu.uploadI32(Int32Array.from({ length: T }, () => r.int(V)), [T]);
+      const [cw, ew] = [cpu.upload(r.floats(T, 2), [T]), cpu.upload(Float32Array.from({ length: T }, (_, t) => (t % 3 === 0 ? 0 : r.floats(1, 2)[0]!)), [T])];
+      const [g, u, dy] = [r.floats(T * V, 3), r.floats(T * V), r.floats(T * V)].map((a) => cpu.upload(a, [T, V])) as [Tensor, Tensor, Tensor];
+      const reference = { logProbs: bits(backward.logProbsReference(logits, targets)), gradient: bits(backward.logitsBackwardReference(logits, targets, cw, ew)) };
+      const [swiglu, [dGate, dUp]] = [bits(backward.swiglu(g, u, ONE_THREAD)), backward.swigluBackward(dy, g, u, ONE_THREAD).map(bits)];
+      for (const threads of THREADS) {
+        const what = `T ${T}, V ${V}, ${threads.count} threads`;
+        expect(bits(backward.logProbs(logits, targets, threads)), what).toEqual(reference.logProbs);
+        expect(bits(backward.logitsBackward(logits, targets, cw, ew, threads)), what).toEqual(reference.gradient);
+        expect(bits(backward.swiglu(g, u, threads)), what).toEqual(swiglu);
+        expect(backward.swigluBackward(dy, g, u, threads).map(bits), what).toEqual([dGate, dUp]);
       }
     }
   });

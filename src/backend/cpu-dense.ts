@@ -12,7 +12,7 @@
 import { assert, type Tensor } from './backend.js';
 import { cpuArena } from './cpu-arena.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
-import { ONE_THREAD, type CpuThreads } from './cpu-threads.js';
+import { ONE_THREAD, type CpuThreads, type KernelCall } from './cpu-threads.js';
 
 /** x [T, K] against w [N, K] (matmul), or dy [T, N] against w [N, K] (matmulBackward). */
 function shapes(what: 'matmul' | 'matmulBackward', a: Tensor, w: Tensor): { T: number; N: number; K: number } {
@@ -122,6 +122,24 @@ export function stage(bytes: readonly number[], memory: number): Staged | undefi
     putF64: (i, values) => new Float64Array(buffer, at[i], values.length).set(values),
     weight: (i, w) => arena.addressOf(w, memory) ?? (f32(i, w.length).set(w), at[i]!),
   };
+}
+
+/**
+ * A row loop of cpu-rows.ts over `rows` rows on threads: `inputs` (whole rows each) copied into the arena, each
+ * share's call made by `call` from its rows' addresses (its first row's: inputs, then outputs of `outputWidths` f32
+ * a row, then its own scratch of `scratchBytes`), the outputs copied out. Undefined where one thread does the work
+ * (too little for more) or the arena cannot hold it: the caller runs the loop over its own arrays.
+ */
+export function rowsOnThreads(threads: CpuThreads, rows: number, work: number, inputs: readonly (Float32Array | Int32Array)[], outputWidths: readonly number[], scratchBytes: number, call: (at: number[], count: number, memory: number) => KernelCall): Float32Array[] | undefined {
+  if (threads.sharesFor(work) < 2) return undefined;
+  const s = stage([...inputs.map((a) => a.byteLength), ...outputWidths.map((w) => rows * w * 4), threads.count * scratchBytes], homeOf());
+  if (!s) return undefined;
+  const buffer = cpuArena().memory(s.memory).buffer;
+  inputs.forEach((a, i) => new Uint8Array(buffer, s.at[i], a.byteLength).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength)));
+  const widths = [...inputs.map((a) => a.byteLength / rows), ...outputWidths.map((w) => w * 4)]; // bytes a row
+  let share = 0;
+  threads.runRanges(rows, 1, work, (first, end) => [call([...widths.map((w, i) => s.at[i]! + first * w), s.at[widths.length]! + share++ * scratchBytes], end - first, s.memory)]);
+  return outputWidths.map((w, o) => s.f32(inputs.length + o, rows * w).slice());
 }
 
 /** Rows [T, width] into rows [T, padded] (the padding left as it is). */

@@ -19,10 +19,14 @@
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { assert } from './backend.js';
 import { cpuArena } from './cpu-arena.js';
+import { ROW_KERNELS } from './cpu-rows.js';
 import { cpuKernelModule } from './kernel-files.js';
 import { compiledWorker } from '../runtime/worker-threads.js';
 
-/** Each kernel function a thread runs: its module (kernels/cpu/<module>.wasm), its export, and its arity. */
+/**
+ * Each kernel function a thread runs: its module (kernels/cpu/<module>.wasm, or `rows`: cpu-rows.ts's loops in
+ * TypeScript), its export, and its arity.
+ */
 const KERNEL_FUNCTIONS = {
   matmul: ['dense', 'matmul', 11],
   matmulBlocks: ['dense', 'matmulBlocks', 11],
@@ -30,10 +34,14 @@ const KERNEL_FUNCTIONS = {
   attention: ['attention', 'attention', 12],
   attentionForward: ['train_attention', 'forward', 13],
   attentionBackward: ['train_attention', 'backward', 17],
+  logProbs: ['rows', 'logProbs', 6],
+  logitsBackward: ['rows', 'logitsBackward', 8],
+  swiglu: ['rows', 'swiglu', 4],
+  swigluBackward: ['rows', 'swigluBackward', 6],
 } as const;
 export type KernelFunction = keyof typeof KERNEL_FUNCTIONS;
 const FUNCTION_NAMES = Object.keys(KERNEL_FUNCTIONS) as KernelFunction[];
-const MODULE_NAMES = [...new Set(Object.values(KERNEL_FUNCTIONS).map(([module]) => module))];
+const MODULE_NAMES = [...new Set(Object.values(KERNEL_FUNCTIONS).map(([module]) => module))].filter((name) => name !== 'rows');
 
 /**
  * One call of a kernel function: the memory of the arena it runs on, and its arguments (byte addresses in that
@@ -52,6 +60,7 @@ export function instantiateKernels(memory: WebAssembly.Memory, modules: Record<s
   const exports = Object.fromEntries(MODULE_NAMES.map((name) => [name, new WebAssembly.Instance(modules[name]!, { env: { memory, exp: Math.exp } }).exports]));
   return Object.fromEntries(FUNCTION_NAMES.map((fn) => {
     const [module, name] = KERNEL_FUNCTIONS[fn];
+    if (module === 'rows') return [fn, (...args: number[]) => (ROW_KERNELS[name as keyof typeof ROW_KERNELS] as (m: WebAssembly.Memory, ...a: number[]) => void)(memory, ...args)];
     return [fn, exports[module]![name] as (...args: number[]) => void];
   })) as Kernels;
 }

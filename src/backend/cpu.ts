@@ -193,10 +193,7 @@ export class CpuBackend implements Backend {
   }
 
   swiglu(gate: Tensor, up: Tensor): Tensor {
-    const [g, u] = [f32Of(gate), f32Of(up)];
-    const out = new Float32Array(g.length);
-    for (let i = 0; i < g.length; i++) out[i] = (g[i]! / (1 + Math.exp(-g[i]!))) * u[i]!;
-    return tensor(out, gate.shape, 'f32');
+    return backward.swiglu(gate, up, this.simd ? this.threads : ONE_THREAD);
   }
 
   gatherRows(x: Tensor, rows: Tensor): Tensor {
@@ -307,13 +304,14 @@ export class CpuBackend implements Backend {
   }
 
   // Backward ops: the maths lives in cpu-backward.ts.
-  logProbs = backward.logProbs;
-  logitsBackward: Backend['logitsBackward'] = (logits, targets, logpWeight, entropyWeight) => (this.simd ? backward.logitsBackward : backward.logitsBackwardReference)(logits, targets, logpWeight, entropyWeight);
+  logProbs: Backend['logProbs'] = (logits, targets) => (this.simd ? backward.logProbs(logits, targets, this.threads) : backward.logProbsReference(logits, targets));
+  logitsBackward: Backend['logitsBackward'] = (logits, targets, logpWeight, entropyWeight) =>
+    this.simd ? backward.logitsBackward(logits, targets, logpWeight, entropyWeight, this.threads) : backward.logitsBackwardReference(logits, targets, logpWeight, entropyWeight);
   matmulBackward: Backend['matmulBackward'] = (dy, w) => (this.simd ? dense.matmulBackward(dy, w, this.threads) : dense.matmulBackwardReference(dy, w));
   outerProductSum: Backend['outerProductSum'] = (u, v, order, offsets, scales) => (this.simd ? dense.outerProductSum(u, v, order, offsets, scales, this.threads) : dense.outerProductSumReference(u, v, order, offsets, scales));
   rmsNormBackward = backward.rmsNormBackward;
   rmsNormWeightGrad = backward.rmsNormWeightGrad;
-  swigluBackward = backward.swigluBackward;
+  swigluBackward: Backend['swigluBackward'] = (dy, gate, up) => backward.swigluBackward(dy, gate, up, this.simd ? this.threads : ONE_THREAD);
   attentionPacked: Backend['attentionPacked'] = (q, k, v, positions, heads, kvHeads) => (this.simd ? trainAttention.attentionPacked(q, k, v, positions, heads, kvHeads, this.threads) : backward.attentionPackedReference(q, k, v, positions, heads, kvHeads));
   attentionBackward: Backend['attentionBackward'] = (dOut, q, k, v, out, positions, seqEnds, heads, kvHeads) =>
     this.simd ? trainAttention.attentionBackward(dOut, q, k, v, out, positions, seqEnds, heads, kvHeads, this.threads) : backward.attentionBackwardReference(dOut, q, k, v, out, positions, seqEnds, heads, kvHeads);
