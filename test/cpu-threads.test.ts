@@ -8,7 +8,6 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import seedrandom from 'seedrandom';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Tensor } from '../src/backend/backend.js';
 import * as attend from '../src/backend/cpu-attention.js';
@@ -29,40 +28,12 @@ import { replayRun } from '../src/sim/replay.js';
 import { runScenario } from '../src/sim/run.js';
 import { packSequences } from '../src/train/batch.js';
 import { LlamaTrainer } from '../src/train/llama-backward.js';
+import { bits, H, hugeEnds, random, sameEndColumns } from './cpu-inputs.js';
 
 const cpu = new CpuBackend();
 /** 1 to 4 threads, each cutting even the smallest op (a share may hold as little as one multiply-add). */
 const THREADS = [1, 2, 3, 4].map((n) => CpuThreads.open(n, 1));
 afterAll(() => THREADS.forEach((t) => t.close()));
-
-const bits = (t: Tensor | Float32Array) => {
-  const a = t instanceof Float32Array ? t : f32Of(t);
-  return Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
-};
-
-function random(name: string) {
-  const rng = seedrandom(name);
-  return {
-    floats: (n: number, spread = 8) => Float32Array.from({ length: n }, () => (2 * rng() - 1) * 2 ** Math.floor((2 * rng() - 1) * spread)),
-    int: (below: number) => Math.floor(rng() * below),
-    pick: <T>(options: readonly T[]) => options[Math.floor(rng() * options.length)]!,
-  };
-}
-
-/**
- * Sums whose order shows (as in test/cpu-simd.test.ts): each row of `a` starts with +H and ends with −H, and each
- * row of `w` ends with its first value, so the big terms cancel exactly and every term between them was added at
- * H's scale: a sum split in two and its halves added, or summed in another order, gives other f32 bits.
- */
-const H = 2 ** 40;
-function cancelling(a: Float32Array, cols: number): Float32Array {
-  for (let r = 0; r < a.length / cols; r++) [a[r * cols], a[r * cols + cols - 1]] = [H, -H];
-  return a;
-}
-function sameEnds(w: Float32Array, cols: number): Float32Array {
-  for (let r = 0; r < w.length / cols; r++) w[r * cols + cols - 1] = w[r * cols]!;
-  return w;
-}
 
 /** Rows around the kernels' tiles (8 for matmul, 16 for row blocks) times the threads: every split ragged somewhere. */
 const ROWS = [1, 7, 9, 17, 23, 31, 33, 47, 65, 100];
@@ -87,14 +58,14 @@ describe('each threaded product at 1, 2, 3 and 4 threads equals one thread and t
     for (let trial = 0; trial < 24; trial++) {
       const [T, N, K] = [r.pick([1, 2, 5, 33]), r.pick(ROWS), r.pick([3, 8, 13, 64])];
       const storage = r.pick(['f32', 'f16'] as const);
-      const w = cpu.uploadWeight(sameEnds(r.floats(N * K, 4), K), [N, K], storage);
-      const x = cpu.upload(cancelling(r.floats(T * K), K), [T, K]);
+      const w = cpu.uploadWeight(sameEndColumns(r.floats(N * K, 4), K), [N, K], storage);
+      const x = cpu.upload(hugeEnds(r.floats(T * K), K), [T, K]);
       const bias = trial % 2 ? cpu.upload(r.floats(N), [N]) : undefined;
       const dy = cpu.upload(r.floats(T * N), [T, N]);
       // matmulBackward's sums run over n: its rows of w start and end the same, dy's rows start +H and end −H
       const wBackValues = r.floats(N * K, 4);
       const wBack = cpu.uploadWeight(wBackValues.copyWithin((N - 1) * K, 0, K), [N, K], 'f32');
-      cancelling(f32Of(dy), N);
+      hugeEnds(f32Of(dy), N);
       const what = `T ${T}, N ${N}, K ${K}, ${storage}`;
       const [one, back] = [bits(dense.matmul(x, w, bias, ONE_THREAD)), bits(dense.matmulBackward(dy, wBack, ONE_THREAD))];
       expect(one, what).toEqual(bits(dense.matmulReference(x, w, bias)));
@@ -129,14 +100,14 @@ describe('each threaded product at 1, 2, 3 and 4 threads equals one thread and t
     const r = random('threaded lora');
     for (let trial = 0; trial < 16; trial++) {
       const [T, K, N, rank, slots] = [r.pick([1, 3, 7, 13]), r.pick([3, 8, 17]), r.pick([5, 16, 33]), r.pick([1, 4, 8]), r.pick([1, 3])];
-      const a = cpu.uploadWeight(sameEnds(r.floats(slots * rank * K, 4), K), [slots * rank, K], 'f32');
-      const b = cpu.uploadWeight(sameEnds(r.floats(slots * N * rank, 4), rank), [slots * N, rank], 'f32');
+      const a = cpu.uploadWeight(sameEndColumns(r.floats(slots * rank * K, 4), K), [slots * rank, K], 'f32');
+      const b = cpu.uploadWeight(sameEndColumns(r.floats(slots * N * rank, 4), rank), [slots * N, rank], 'f32');
       const run = r.int(3) + 1;
       const adapters = cpu.uploadI32(Int32Array.from({ length: T }, (_, t) => (r.int(5) === 0 ? -1 : Math.floor(t / run) % slots)), [T]);
       const scales = cpu.upload(Float32Array.from({ length: slots }, (_, s) => (s === 1 ? -0.5 : 2 * (s + 1))), [slots]);
-      const x = cpu.upload(cancelling(r.floats(T * K), K), [T, K]);
-      const h = cpu.upload(cancelling(r.floats(T * rank), rank), [T, rank]);
-      const dy = cpu.upload(cancelling(r.floats(T * N), N), [T, N]);
+      const x = cpu.upload(hugeEnds(r.floats(T * K), K), [T, K]);
+      const h = cpu.upload(hugeEnds(r.floats(T * rank), rank), [T, rank]);
+      const dy = cpu.upload(hugeEnds(r.floats(T * N), N), [T, N]);
       const what = `T ${T}, K ${K}, N ${N}, rank ${rank}, ${slots} slots`;
       const expand = (threads?: CpuThreads) => {
         const y = cpu.upload(Float32Array.from({ length: T * N }, (_, i) => Math.cos(i)), [T, N]);

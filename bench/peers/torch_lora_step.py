@@ -28,26 +28,14 @@ try:
 except ImportError as error:
     sys.exit(f"torch_lora_step.py: {error} (Debian: apt-get install -y python3-torch python3-numpy; run it with /usr/bin/python3)")
 
+from safetensors_file import read_safetensors as read_file  # noqa: E402 (beside this script)
+
 MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None}
 
 
 def read_safetensors(path):
-    """name -> float32 tensor, from the safetensors header (u64 length, JSON) and the raw little-endian data."""
-    with open(path, "rb") as f:
-        header_len = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(header_len))
-        data = f.read()
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = info["data_offsets"]
-        if DTYPES.get(info["dtype"]) is None:
-            sys.exit(f"torch_lora_step.py: {path}: {name} is {info['dtype']}; populora's bench writes F16 or F32")
-        array = np.frombuffer(data[start:end], dtype=DTYPES[info["dtype"]]).reshape(info["shape"])
-        tensors[name] = torch.from_numpy(array.astype(np.float32))
-    return tensors
+    """name -> float32 tensor."""
+    return {name: torch.from_numpy(array.astype(np.float32)) for name, array in read_file(path, "torch_lora_step.py").items()}
 
 
 class Model:
