@@ -13,11 +13,12 @@
 //
 //   npm run build && node dist/bench/cpu-peers.js [--preset bench-small] [--threads 1,2] [--batches 1,8,32]
 //       [--adapters 8] [--prompt 32] [--decode 16] [--rank 16] [--train-batch 8] [--seq 32] [--train-repeats 2]
-//       [--rounds 3] [--peers llama.cpp,torch] [--out bench/results/cpu-peers.json]
+//       [--rounds 3] [--peers llama.cpp,torch] [--parts inference,training] [--out bench/results/cpu-peers.json]
 //
 // llama.cpp needs what bench/peers/llama-cpp.ts needs (python3 with numpy for the GGUF conversion). PyTorch is
 // Debian's, installed once as root with: apt-get install -y python3-torch (1.13, CPU; not an npm dependency); the
-// bench runs it with /usr/bin/python3 (TORCH_PYTHON overrides). --peers takes either one alone, or none.
+// bench runs it with /usr/bin/python3 (TORCH_PYTHON overrides). --peers takes either one alone, or none; --parts
+// times inference or training alone (a 0.5B model's three sides together hold ~7 GB).
 
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -52,6 +53,7 @@ const args = benchArgs(import.meta.url, {
     'train-repeats': { type: 'string', default: '2' },
     rounds: { type: 'string', default: '3' },
     peers: { type: 'string', default: 'llama.cpp,torch' },
+    parts: { type: 'string', default: 'inference,training' },
     out: { type: 'string', default: 'bench/results/cpu-peers.json' },
   },
 });
@@ -66,6 +68,8 @@ const BATCHES = list('batches', args.batches!);
 const [adapters, promptLen, decodeSteps, rank, trainBatch, seqLen, trainRepeats, rounds] = [args.adapters, args.prompt, args.decode, args.rank, args['train-batch'], args.seq, args['train-repeats'], args.rounds].map(Number) as number[] as [number, number, number, number, number, number, number, number];
 const PEERS = args.peers === 'none' ? [] : args.peers!.split(',');
 for (const peer of PEERS) if (peer !== 'llama.cpp' && peer !== 'torch') throw new BenchUsageError(`--peers: unknown "${peer}"; choose llama.cpp, torch, both (llama.cpp,torch) or none`);
+const PARTS = args.parts!.split(',');
+for (const part of PARTS) if (part !== 'inference' && part !== 'training') throw new BenchUsageError(`--parts: unknown "${part}"; choose inference, training or both (inference,training)`);
 const here = dirname(fileURLToPath(import.meta.url));
 
 // ---- PyTorch, in a Python process driven by JSON lines ----
@@ -126,11 +130,11 @@ async function main() {
   const { modelDir, adapterDirs } = writeModelFolders(dir, config, adapters, rank);
   const ggufDir = join(dir, 'gguf');
   if (PEERS.includes('llama.cpp')) convertToGguf(modelDir, adapterDirs, ggufDir, ggufPyDirectory(join(tmpdir(), 'populora-peers')));
-  const { weights } = loadModel(modelDir); // the very numbers the GGUF and PyTorch read
   const contextSize = Math.max(promptLen + decodeSteps, CHECK_PROMPT_LEN + CHECK_STEPS, seqLen);
 
   const backend = new CpuBackend({ threads: THREADS[0] });
-  const model = LlamaModel.upload(backend, config, weights, { storage: 'f16', maxContext: contextSize });
+  // the very numbers the GGUF and PyTorch read (the host copy is dropped once uploaded)
+  const model = LlamaModel.upload(backend, config, loadModel(modelDir).weights, { storage: 'f16', maxContext: contextSize });
   const bank = new LoraBank(backend, config, adapters, rank, LORA_MODULES);
   adapterDirs.forEach((d, slot) => bank.load(slot, loadPeftAdapter(d, config)));
   const side: PopuloraSide = { backend, model, bank };
@@ -171,7 +175,7 @@ async function main() {
     for (let round = 0; round < rounds; round++) {
       for (const threads of round % 2 ? [...THREADS].reverse() : THREADS) {
         backend.setThreads(threads);
-        for (const shape of shapes) {
+        for (const shape of PARTS.includes('inference') ? shapes : []) {
           const ours = async () => {
             const t = await timePopulora(side, shape);
             rowsOf(threads, shape).forEach((r) => r.populoraTokPerS.push(r.phase === 'prompt' ? t.prefillTokPerS : t.decodeTokPerS));
@@ -191,7 +195,7 @@ async function main() {
         const torchSteps = async () => {
           if (torch) row.torchStepMs.push(...(await torch.request<{ stepMs: number[] }>({ type: 'time', threads, batch: trainBatch, seq: seqLen, repeats: trainRepeats, promptLength: seqLen / 2 })).stepMs);
         };
-        for (const side of round % 2 ? [torchSteps, ourSteps] : [ourSteps, torchSteps]) await side();
+        if (PARTS.includes('training')) for (const side of round % 2 ? [torchSteps, ourSteps] : [ourSteps, torchSteps]) await side();
         loads.push(loadavg()[0]!);
         console.error(`  round ${round + 1} of ${rounds}: ${threads} thread(s), load average ${loads.at(-1)!.toFixed(1)}`);
       }
@@ -215,14 +219,11 @@ function report(r: { loadBefore: number; loads: number[]; inference: InferenceRo
   console.log(`\nmodel ${args.preset} (${config.numLayers} layers, hidden ${config.hiddenSize}, vocabulary ${config.vocabSize}; f16 weights), LoRA rank ${rank} on all 7 projections, ${adapters} adapters; prompt ${promptLen}, ${decodeSteps} decode steps; medians (range) of ${rounds} alternating rounds`);
   console.log(`populora: cpu backend (WebAssembly SIMD kernels); llama.cpp: ${r.llamaCppInfo ? `${r.llamaCppInfo.llamaCppRelease}, ${r.llamaCppInfo.device}, flash attention ${r.llamaCppInfo.flashAttention}` : 'not run'}; PyTorch: ${r.torchAgreement ? 'Debian python3-torch' : 'not run'}`);
   console.log(`load average (1 min) ${r.loadBefore.toFixed(1)} before, ${r.loads.map((l) => l.toFixed(1)).join(', ')} after each round's thread count, on ${cpus().length} cores\n`);
-  console.log(`| threads | batch × adapters | phase | populora tok/s | llama.cpp tok/s | populora / llama.cpp | populora / its ${THREADS[0]} thread${THREADS[0] === 1 ? '' : 's'} |`);
-  console.log('|---:|---|---|---:|---:|---:|---:|');
-  for (const row of r.inference) console.log(`| ${row.threads} | ${row.batch} × ${row.adapters || 'base'} | ${row.phase} | ${shown(row.populoraTokPerS)} | ${shown(row.llamaCppTokPerS)} | ${ratio(row.populoraTokPerS, row.llamaCppTokPerS)} | ${ratio(row.populoraTokPerS, oneThread(row).populoraTokPerS)} |`);
-  console.log(`\nLoRA training step: ${trainBatch} sequences of ${seqLen} tokens over ${adapters} adapters (forward, backward, AdamW)\n`);
-  console.log(`| threads | populora step ms | PyTorch step ms | populora speed / PyTorch | populora / its ${THREADS[0]} thread${THREADS[0] === 1 ? '' : 's'} |`);
-  console.log('|---:|---:|---:|---:|---:|');
+  if (PARTS.includes('inference')) console.log(`| threads | batch × adapters | phase | populora tok/s | llama.cpp tok/s | populora / llama.cpp | populora / its ${THREADS[0]} thread${THREADS[0] === 1 ? '' : 's'} |\n|---:|---|---|---:|---:|---:|---:|`);
+  for (const row of PARTS.includes('inference') ? r.inference : []) console.log(`| ${row.threads} | ${row.batch} × ${row.adapters || 'base'} | ${row.phase} | ${shown(row.populoraTokPerS)} | ${shown(row.llamaCppTokPerS)} | ${ratio(row.populoraTokPerS, row.llamaCppTokPerS)} | ${ratio(row.populoraTokPerS, oneThread(row).populoraTokPerS)} |`);
+  if (PARTS.includes('training')) console.log(`\nLoRA training step: ${trainBatch} sequences of ${seqLen} tokens over ${adapters} adapters (forward, backward, AdamW)\n\n| threads | populora step ms | PyTorch step ms | populora speed / PyTorch | populora / its ${THREADS[0]} thread${THREADS[0] === 1 ? '' : 's'} |\n|---:|---:|---:|---:|---:|`);
   const first = r.training[0]!;
-  for (const row of r.training) console.log(`| ${row.threads} | ${shown(row.populoraStepMs)} | ${shown(row.torchStepMs)} | ${ratio(row.torchStepMs, row.populoraStepMs)} | ${ratio(first.populoraStepMs, row.populoraStepMs)} |`);
+  for (const row of PARTS.includes('training') ? r.training : []) console.log(`| ${row.threads} | ${shown(row.populoraStepMs)} | ${shown(row.torchStepMs)} | ${ratio(row.torchStepMs, row.populoraStepMs)} | ${ratio(first.populoraStepMs, row.populoraStepMs)} |`);
   mkdirSync(dirname(args.out!), { recursive: true });
   writeFileSync(args.out!, JSON.stringify({ preset: args.preset, config, storage: 'f16', threads: THREADS, batches: BATCHES, adapters, rank, promptLen, decodeSteps, trainBatch, seqLen, rounds, cores: cpus().length, ...r }, null, 2));
   console.log(`\nwrote ${args.out}`);
