@@ -4,7 +4,6 @@
 
 import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Backend } from '../../src/backend/backend.js';
@@ -14,6 +13,7 @@ import { generate } from '../../src/model/generate.js';
 import type { LlamaModel } from '../../src/model/llama.js';
 import type { LoraBank } from '../../src/model/lora-bank.js';
 import { LORA_MODULES, randomAdapter, savePeftAdapter } from '../../src/model/peft.js';
+import { ensureNodeLlamaCpp } from './install.js';
 import type { LlamaCppBackend, LlamaCppInfo, PeerReply, PeerRequest, PeerSetup, TimedShape } from './protocol.js';
 
 /** The greedy check: a short prompt, this many generated tokens, logits compared at the first of them. */
@@ -47,7 +47,7 @@ export function writeModelFolders(dir: string, config: LlamaConfig, adapters: nu
 
 /** gguf-py from the llama.cpp release node-llama-cpp ships: its unpacked sources, or else its git bundle, unpacked once. */
 export function ggufPyDirectory(cacheDir: string): string {
-  const packageDir = dirname(dirname(createRequire(import.meta.url).resolve('node-llama-cpp')));
+  const packageDir = ensureNodeLlamaCpp();
   const unpacked = join(packageDir, 'llama', 'llama.cpp', 'gguf-py'); // after `npx node-llama-cpp source download`
   if (existsSync(unpacked)) return unpacked;
   const bundle = join(packageDir, 'llama', 'gitRelease.bundle');

@@ -8,11 +8,13 @@
 //   npm run build && node dist/bench/peers/llama-cpp.js [--preset bench-small] [--prompt 32] [--decode 16] [--rank 16]
 //       [--adapters 32] [--rounds 2] [--pairs webgpu,cpu] [--threads 1] [--out bench/results/peers-<device>.json]
 //
-// Needs python3 with numpy (Debian: apt-get install -y python3-numpy python3-yaml) to run gguf-py, taken from the
-// llama.cpp sources node-llama-cpp (a dev dependency) ships, and git to unpack them. The model and adapters are
-// written in Hugging Face / PEFT layout to a temporary folder and converted to GGUF f16 by hf_to_gguf.py; populora
-// loads the same folder. Before timing, each pair must agree on a short greedy generation (base model and one
-// adapter): the first token equal and every logit within 1% of the logits' spread, or the run stops.
+// node-llama-cpp is not a dependency of populora: the first run installs it into bench/peers/node_modules (npm ci
+// from bench/peers' own lock, about 700 MB; install.ts). Needs python3 with numpy (Debian: apt-get install -y
+// python3-numpy python3-yaml) to run gguf-py, taken from the llama.cpp sources node-llama-cpp ships, and git to
+// unpack them. The model and adapters are written in Hugging Face / PEFT layout to a temporary folder and
+// converted to GGUF f16 by hf_to_gguf.py; populora loads the same folder. Before timing, each pair must agree on a
+// short greedy generation (base model and one adapter): the first token equal and every logit within 1% of the
+// logits' spread, or the run stops.
 
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';

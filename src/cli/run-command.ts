@@ -11,12 +11,13 @@ import { EventLogError } from '../runtime/event-log.js';
 import { ExportError } from '../sim/export.js';
 import { ActorFailure } from '../runtime/world.js';
 import { ScenarioError } from '../scenario/scenario.js';
+import { PluginError } from '../plugins/errors.js';
 import { UsageError } from './usage-error.js';
 
 export { UsageError };
 
 /** Errors whose message says all a user needs; anything else is unexpected, a bug to report. */
-const USER_ERRORS = [UsageError, ClusterError, ModelFormatError, DeviceLimitError, ScenarioError, EventLogError, ReportError, ExportError, RunFolderError, ActorFailure, RangeError];
+const USER_ERRORS = [UsageError, ClusterError, ModelFormatError, DeviceLimitError, ScenarioError, EventLogError, ReportError, ExportError, RunFolderError, ActorFailure, PluginError, RangeError];
 
 export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
   return async (...args: A) => {

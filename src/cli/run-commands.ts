@@ -7,7 +7,7 @@ import { basename, extname, join } from 'node:path';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { loadRun, writeReport } from '../report/report.js';
-import { loadScenario, parseScenario } from '../scenario/scenario.js';
+import { openScenario, readScenario } from '../scenario/scenario.js';
 import type { StepMetrics } from '../sim/metrics.js';
 import { describeEvent, replayRun } from '../sim/replay.js';
 import { runScenario } from '../sim/run.js';
@@ -25,7 +25,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
   const resumeDir = options.resume;
   const file = resumeDir ? join(resumeDir, 'scenario.json') : scenarioFile!;
   if (resumeDir && !existsSync(file)) throw new UsageError(`${resumeDir}: not a run folder (no scenario.json)`);
-  const scenario = resumeDir ? parseScenario(readFileSync(file, 'utf8'), file, { relativeTo: resumeDir }) : loadScenario(file);
+  const scenario = resumeDir ? await readScenario(readFileSync(file, 'utf8'), file, { relativeTo: resumeDir }) : await openScenario(file);
   const outDir = resumeDir ?? options.out ?? join('runs', basename(file, extname(file)));
   const bar = new cliProgress.SingleBar(
     { format: 'step {value}/{total} |{bar}| solve {solve} | teacher reward {reward} | valid {valid} | coverage {coverage} | {eta_formatted} left', hideCursor: true, etaBuffer: 4, noTTYOutput: true, notTTYSchedule: 30_000 },

@@ -10,7 +10,7 @@ import { startEngineWorker } from '../cluster/engine-worker.js';
 import { ClusterError, connectNats, subjects } from '../cluster/nats.js';
 import { scenarioHash } from '../cluster/scenario-hash.js';
 import { startVerifierWorker } from '../cluster/verifier-worker.js';
-import { LIMITS, loadScenario } from '../scenario/scenario.js';
+import { LIMITS, openScenario } from '../scenario/scenario.js';
 import { UsageError } from './usage-error.js';
 
 export interface WorkerCommandOptions {
@@ -31,7 +31,7 @@ export async function workerCommand(scenarioFile: string, options: WorkerCommand
   if (!Number.isInteger(threads) || threads < 1 || threads > LIMITS.threads) throw new UsageError(`--threads ${threads}: give a whole number from 1 to ${LIMITS.threads}`);
   const id = options.id ?? `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_-]/g, '_');
   if (!/^[A-Za-z0-9_-]+$/.test(id)) throw new UsageError(`--id ${id}: a worker's id is letters, digits, '_' and '-' (it names a NATS subject)`);
-  const scenario = loadScenario(scenarioFile);
+  const scenario = await openScenario(scenarioFile);
   const hash = scenarioHash(scenario);
   const nc = await connectNats(options.nats);
   const names = subjects(options.cluster);
