@@ -4,11 +4,11 @@
 // cancel, so that any other order of a sum gives other bits; a whole model's logits and gradients, and a whole run's
 // hash, the same at any thread count; threads as a machine setting that a resume and a replay do not compare; a
 // worker's failure reported, not a hang; and Node exiting with idle workers.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { Tensor } from '../src/backend/backend.js';
 import * as attend from '../src/backend/cpu-attention.js';
 import * as dense from '../src/backend/cpu-dense.js';
@@ -18,6 +18,7 @@ import { CpuThreads, ONE_THREAD, splitRange } from '../src/backend/cpu-threads.j
 import * as trainAttention from '../src/backend/cpu-train-attention.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import * as backward from '../src/backend/cpu-backward.js';
+import { initModelCommand, logitsCommand } from '../src/cli/model-commands.js';
 import { randomModel } from '../src/model/checkpoint.js';
 import { TINY_CONFIGS } from '../src/model/config.js';
 import { LlamaModel } from '../src/model/llama.js';
@@ -262,6 +263,28 @@ checkpointEvery: 1
     expect(() => parseScenario(text.replace('name: cpu, threads: 1', 'name: webgpu, threads: 2'), 'gpu.yaml')).toThrow(/gpu\.yaml: field "backend": threads are the cpu backend's/);
     expect(() => parseScenario(text.replace('threads: 1 }', 'threads: 0 }'), 'zero.yaml')).toThrow(/zero\.yaml: field "backend/);
     expect(withoutMachineSettings(scenario).backend).toBe('cpu');
+  });
+
+  it('reach the backend from a command (logits --threads N: the bytes of --threads 1); --threads 0 is refused by name', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'populora-threads-cli-'));
+    await initModelCommand({ out: join(dir, 'model'), preset: 'qwen2-tiny', seed: 0, dtype: 'F32' });
+    const said: string[] = [];
+    const log = vi.spyOn(console, 'log').mockImplementation((line: string) => void said.push(line));
+    const logits = async (threads: number) => {
+      const out = join(dir, `logits-${threads}.npy`);
+      await logitsCommand({ model: join(dir, 'model'), backend: 'cpu', threads, tokens: '1,5,9,3,7,2,11,4', out });
+      expect(said.at(-1)).toMatch(new RegExp(`\\b${threads} threads?\\)`));
+      return readFileSync(out);
+    };
+    try {
+      expect((await logits(3)).equals(await logits(1))).toBe(true);
+    } finally {
+      log.mockRestore();
+    }
+    const cli = new URL('../dist/src/cli/main.js', import.meta.url).pathname;
+    const refused = spawnSync(process.execPath, [cli, 'logits', '--model', join(dir, 'model'), '--tokens', '1', '--threads', '0', '--out', join(dir, 'x.npy')], { encoding: 'utf8' });
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toMatch(/--threads must be from 1 to 64, got 0/);
   });
 
   it('give the same run hash at 1 and 3 threads; a resume at 4 threads and a replay at 2 continue and agree with the run', async () => {

@@ -6,6 +6,8 @@
 ;;   matmulBackward:  v[t, k] = (Σ_n g[t, n]·w[n, k])·scale               dy·W (its input gradient), outer products
 ;;   matmulBlocks:    matmul's v, w in row blocks (below)                 f16 weights (read-only)
 ;;   out = f32(v), or f32(out + v) when accumulating (the LoRA delta onto y, the LoRA gradient onto dx)
+;; Each export computes a range of the outputs (rows n of matmul, columns k of matmulBackward): the CPU backend's
+;; threads (src/backend/cpu-threads.ts) give each instance its own range, every output summed as on one thread.
 ;; Memory: imported and shared (src/backend/cpu-arena.ts), so the weights live in it and are read in place. Byte
 ;; addresses come from the caller: x and g in f64, w in f32 rows of K, bias in f32 padded with zeros to nPad = N
 ;; rounded up to 8; out in f32 rows of nPad (matmul) or kPad = K rounded up to 8 (matmulBackward). The padding is
