@@ -3,13 +3,14 @@
 // the kernels' tiles of 8 and 16, tokens and sequences that do not divide by the threads) and inputs whose sums
 // cancel, so that any other order of a sum gives other bits; a whole model's logits and gradients, and a whole run's
 // hash, the same at any thread count; threads as a machine setting that a resume and a replay do not compare; a
-// worker's failure reported, not a hang; and Node exiting with idle workers.
+// worker's failure reported, not a hang; and Node exiting with idle workers. Everything lies past 2 GiB of the arena.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { Tensor } from '../src/backend/backend.js';
+import { cpuArena } from '../src/backend/cpu-arena.js';
 import * as attend from '../src/backend/cpu-attention.js';
 import * as dense from '../src/backend/cpu-dense.js';
 import * as lora from '../src/backend/cpu-lora.js';
@@ -31,10 +32,19 @@ import { packSequences } from '../src/train/batch.js';
 import { LlamaTrainer } from '../src/train/llama-backward.js';
 import { bits, H, hugeEnds, random, sameEndColumns } from './cpu-inputs.js';
 
+/**
+ * 2 GiB held first (untouched: no memory used), so that every array, scratch region and call list of these tests
+ * lies past 2^31 bytes, where an address no longer fits a signed i32 (a 0.5B model's arena reaches it).
+ */
+const ballast = cpuArena().f32(2 ** 29 + 2 ** 20);
 const cpu = new CpuBackend();
 /** 1 to 4 threads, each cutting even the smallest op (a share may hold as little as one multiply-add). */
 const THREADS = [1, 2, 3, 4].map((n) => CpuThreads.open(n, 1));
 afterAll(() => THREADS.forEach((t) => t.close()));
+it('holds its arrays past 2 GiB of the arena', () => {
+  expect(ballast!.length).toBe(2 ** 29 + 2 ** 20);
+  expect(f32Of(cpu.uploadWeight(new Float32Array(8), [2, 4], 'f32')).byteOffset).toBeGreaterThan(2 ** 31);
+});
 
 /** Rows around the kernels' tiles (8 for matmul, 16 for row blocks) times the threads: every split ragged somewhere. */
 const ROWS = [1, 7, 9, 17, 23, 31, 33, 47, 65, 100];

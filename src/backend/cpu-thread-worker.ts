@@ -21,6 +21,6 @@ function memoryAt(index: number): WebAssembly.Memory {
 
 const kernels = new ThreadKernels(modules, memoryAt);
 for (let seen = 0; ; seen = Atomics.load(control, CONTROL.GENERATION)) {
-  claimShares(control, (share) => runCalls(kernels, readCalls(memoryAt(Atomics.load(control, CONTROL.LIST_MEMORY)), Atomics.load(control, CONTROL.LIST + share))), thread);
+  claimShares(control, (share) => runCalls(kernels, readCalls(memoryAt(Atomics.load(control, CONTROL.LIST_MEMORY)), Atomics.load(control, CONTROL.LIST + share) >>> 0)), thread);
   Atomics.wait(control, CONTROL.GENERATION, seen);
 }

@@ -11,7 +11,8 @@
 //   CLAIM          job · 128 + the next unclaimed share: every thread, the caller included, claims shares with a
 //                  compare-exchange until none is left, so a worker the system is slow to schedule holds up nothing
 //   SHARES, DONE   the job's shares, and those finished (the last one notifies the caller)
-//   [LIST + i]     where share i's call list lies in the arena (bytes): f64 [calls, fn, args..., fn, args...]
+//   [LIST + i]     where share i's call list lies in the arena (bytes, unsigned: past 2 GiB an i32 is negative):
+//                  f64 [calls, fn, memory, args..., fn, memory, args...]
 //   FAILED         1 when a kernel threw; its message is in the message bytes
 // Why Atomics and not a message per call (piscina): a decode step at batch 1 is hundreds of kernel calls of tens to
 // hundreds of microseconds each; docs/cpu-backend.md has the measured cost of each way.
