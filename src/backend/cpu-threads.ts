@@ -162,9 +162,9 @@ class WorkerPool {
   private job = 0;
   users = 0;
 
-  constructor() {
-    // A memory the arena opens later reaches each worker on its port, which it reads when a call first names it.
-    cpuArena().onNewMemory((memory) => this.workers.forEach(({ port }) => port.postMessage(memory)));
+  /** A memory the arena opens after a worker started reaches it on its port (read when a call first names it). */
+  post(memory: WebAssembly.Memory): void {
+    for (const { port } of this.workers) port.postMessage(memory);
   }
 
   grow(count: number): void {
@@ -228,6 +228,7 @@ class WorkerPool {
 }
 
 let pool: WorkerPool | undefined;
+let listening = false; // for the arena's new memories (once a process)
 
 /** A backend's threads: `count` of them, the caller's included; the pool's workers run the others. */
 export class CpuThreads {
@@ -242,7 +243,11 @@ export class CpuThreads {
   static open(count: number, minWorkPerShare = MIN_WORK_PER_SHARE): CpuThreads {
     assert(Number.isInteger(count) && count >= 1 && count <= MAX_THREADS, `CPU threads: ${count} is not a whole number from 1 to ${MAX_THREADS}`);
     if (count === 1 || cpuArena().count === 0) return new CpuThreads(1, undefined, minWorkPerShare);
-    pool ??= new WorkerPool();
+    if (!pool) {
+      pool = new WorkerPool();
+      if (!listening) cpuArena().onNewMemory((memory) => pool?.post(memory));
+      listening = true;
+    }
     pool.grow(count - 1);
     pool.users++;
     return new CpuThreads(count, pool, minWorkPerShare);
@@ -261,13 +266,13 @@ export class CpuThreads {
     this.run(splitRange(0, end, this.sharesFor(work), align).map(([a, b]) => calls(a, b)));
   }
 
-  /** Runs each share's calls, share 0 on this thread, the others on workers; returns when all are done. */
+  /** Runs each share's calls, on this thread and the workers (whichever is free first); returns when all are done. */
   run(shares: readonly (readonly KernelCall[])[]): void {
     assert(!this.closed, 'CPU threads: used after the backend was destroyed');
     assert(shares.length <= this.count, `CPU threads: ${shares.length} shares for ${this.count} threads`);
     const busy = shares.filter((s) => s.length > 0);
-    if (busy.length <= 1 || !this.workers) return runCalls(kernels(), busy[0] ?? []);
-    this.workers.run(busy);
+    if (busy.length > 1 && this.workers) return this.workers.run(busy);
+    for (const share of busy) runCalls(kernels(), share);
   }
 
   /** Gives the threads back; the workers end when no backend holds any. */
