@@ -35,7 +35,7 @@ import { LORA_MODULES, loadPeftAdapter } from '../src/model/peft.js';
 import { AdamW } from '../src/train/adamw.js';
 import { LlamaTrainer } from '../src/train/llama-backward.js';
 import { policyGradientStep } from '../src/train/steps.js';
-import { checkAgreement, checkPrompt, CHECK_PROMPT_LEN, CHECK_STEPS, convertToGguf, ggufPyDirectory, lastLogits, LlamaCppPeer, LOGIT_TOLERANCE, maxAbsDiff, median, timedShape, timePopulora, writeModelFolders, type Agreement, type PopuloraSide } from './peers/llama-cpp-peer.js';
+import { checkAgreement, checkPrompt, CHECK_PROMPT_LEN, CHECK_STEPS, convertToGguf, ggufPyDirectory, lastLogits, LlamaCppPeer, LOGIT_TOLERANCE, maxAbsDiff, median, spreadOf, timedShape, timePopulora, writeModelFolders, type Agreement, type PopuloraSide } from './peers/llama-cpp-peer.js';
 import type { LlamaCppInfo, PeerReply, TimedShape } from './peers/protocol.js';
 import { presetConfig } from './presets.js';
 
@@ -154,7 +154,7 @@ async function main() {
       const prompt = checkPrompt(config.vocabSize);
       const ours = await lastLogits(side, prompt, 0);
       const { logits } = await torch.request<{ logits: number[] }>({ type: 'check', tokens: prompt, adapter: 0 });
-      torchAgreement = { maxAbsLogitDiff: maxAbsDiff(ours, logits), logitSpread: Math.max(...ours) - Math.min(...ours) };
+      torchAgreement = { maxAbsLogitDiff: maxAbsDiff(ours, logits), logitSpread: spreadOf(ours) };
       console.error(`check PyTorch, adapter 0: max |Δlogit| ${torchAgreement.maxAbsLogitDiff.toExponential(2)} (logits span ${torchAgreement.logitSpread.toFixed(2)})`);
       if (!(torchAgreement.maxAbsLogitDiff <= 1e-3 * torchAgreement.logitSpread)) throw new Error('PyTorch does not compute the same model as populora: the timings would compare different work');
     }

@@ -162,6 +162,13 @@ export async function lastLogits({ model, bank }: PopuloraSide, prompt: number[]
   return (await model.logits(prompt, adapter, bank)).slice((prompt.length - 1) * model.config.vocabSize);
 }
 
+/** max − min of the values (a loop: a vocabulary of 151,936 spread into Math.max overflows the stack). */
+export function spreadOf(values: ArrayLike<number>): number {
+  let [min, max] = [Infinity, -Infinity];
+  for (let i = 0; i < values.length; i++) [min, max] = [Math.min(min, values[i]!), Math.max(max, values[i]!)];
+  return max - min;
+}
+
 export const maxAbsDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => {
   let max = 0;
   for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i]! - b[i]!)); // a NaN (a missing logit) stays NaN
@@ -195,7 +202,7 @@ export async function checkAgreement(side: PopuloraSide, name: string, peer: Lla
     llamaCppTokens: theirs.tokens,
     matchingTokens: matching < 0 ? CHECK_STEPS : matching,
     maxAbsLogitDiff: maxAbsDiff(ourLogits, theirs.firstLogits),
-    logitSpread: Math.max(...ourLogits) - Math.min(...ourLogits),
+    logitSpread: spreadOf(ourLogits),
     adapterEffect: adapter < 0 ? 0 : maxAbsDiff(ourLogits, await lastLogits(side, prompt, -1)),
   };
 }
