@@ -18,19 +18,27 @@ export function slug(heading) {
   return text.replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '').replace(/ /g, '-');
 }
 
-/** The text of a page with code blocks and inline code blanked (their line breaks kept, so line numbers hold). */
+/** The text of a page with code blocks and inline code blanked (their line breaks kept, so line numbers hold). A
+ * fence's indentation is spaces or tabs only: `\s*` would take a blank line before it, and the block would run on to the
+ * next fence that follows a blank line. */
 function withoutCode(text) {
   return text
-    .replace(/^(\s*)(```|~~~)[^\n]*\n[\s\S]*?^\1\2[^\n]*$/gm, (block) => block.replace(/[^\n]/g, ' '))
+    .replace(/^([ \t]*)(```|~~~)[^\n]*\n[\s\S]*?^\1\2[^\n]*$/gm, (block) => block.replace(/[^\n]/g, ' '))
     .replace(/(`+)(?:(?!\1)[\s\S])+?\1/g, (code) => code.replace(/[^\n]/g, ' '));
 }
+
+/** An ATX heading line; its text is group 1. */
+const HEADING = /^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$/;
 
 /** Every anchor a page offers: its headings' slugs (repeats numbered as GitHub does) and its HTML ids and names. */
 export function anchorsOf(text) {
   const anchors = new Set();
   const counts = new Map();
-  for (const line of withoutCode(text).split('\n')) {
-    const heading = /^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
+  const lines = text.split('\n');
+  // A heading is found where code is blanked (a fence's "# comment" is none), and slugged from its own text, inline
+  // code included, as GitHub slugs it ("## The `arith` domain" is #the-arith-domain).
+  withoutCode(text).split('\n').forEach((line, i) => {
+    const heading = HEADING.test(line) && HEADING.exec(lines[i]);
     if (heading) {
       const base = slug(heading[1]);
       const n = counts.get(base) ?? 0;
@@ -38,7 +46,7 @@ export function anchorsOf(text) {
       anchors.add(n === 0 ? base : `${base}-${n}`);
     }
     for (const [, id] of line.matchAll(/<[a-z][^>]*\s(?:id|name)="([^"]+)"/gi)) anchors.add(id);
-  }
+  });
   return anchors;
 }
 

@@ -33,6 +33,10 @@ describe('the link checker', () => {
     expect(slug('Writing a plug-in: the rules')).toBe('writing-a-plug-in-the-rules');
     expect(slug('`populora init` and [links](x.md)')).toBe('populora-init-and-links');
     expect([...anchorsOf('# A\n## A\n```\n# not a heading\n```\n')]).toEqual(['a', 'a-1']);
+    // A fence after a blank line ends at its own closing fence, not at the next fence that follows a blank line
+    // (the checker once let the fence's indentation match the blank line, and lost every heading in between).
+    expect([...anchorsOf('# A\n\n```sh\ncode\n```\n\n## B\n\n```\n# not a heading\n```\n')]).toEqual(['a', 'b']);
+    expect([...anchorsOf('## The `arith` domain\n## `models/arith-tiny`\n')]).toEqual(['the-arith-domain', 'modelsarith-tiny']);
   });
 
   it('names each broken relative link and anchor by file and line, and nothing else', () => {

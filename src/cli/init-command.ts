@@ -11,7 +11,7 @@ import { basename, join, resolve } from 'node:path';
 import { UsageError } from './usage-error.js';
 
 const SCENARIO = `# An experiment on the toy model shipped with populora (models/arith-tiny: it solves about 45% of held-out
-# arithmetic tasks). Every field and its default: populora's README, "Scenarios"; plug-ins: docs/plugins.md.
+# arithmetic tasks). Every field and its bounds: populora's docs/scenarios.md; plug-ins: docs/plugins.md.
 name: NAME
 seed: 1
 steps: 8

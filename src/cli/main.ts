@@ -144,14 +144,14 @@ program
   .option('--overwrite', 'replace an earlier run in the --out folder')
   .addOption(verifierWorkersOption())
   .addOption(threadsOption())
-  .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (README, "Cluster")')
+  .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (docs/cluster.md)')
   .addOption(clusterOption())
   .action(runCommand(runScenarioCommand));
 program
   .command('worker')
   .description('a worker of runs over NATS, for one scenario (it refuses a coordinator running another): serves until SIGINT or SIGTERM')
   .argument('<scenario>', 'the scenario file the coordinator runs')
-  .requiredOption('--nats <url>', 'the NATS server, e.g. nats://host:4222 (credentials from the environment: README, "Cluster")')
+  .requiredOption('--nats <url>', 'the NATS server, e.g. nats://host:4222 (credentials from the environment: docs/cluster.md)')
   .option('--engine', 'run the engine for a shard of the population\'s adapters (loads the scenario\'s base model on its backend)')
   .option('--verifier', 'verify proposals and answers for the coordinator (the verifier workers\' queue group)')
   .option('--id <name>', 'an engine worker\'s name on the cluster (default: host-pid); shards go to workers in name order')

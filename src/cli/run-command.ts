@@ -2,7 +2,7 @@
 // bare stack trace; `--verbose` adds the stack, for a bug report.
 
 import type { Command } from 'commander';
-import { ClusterError } from '../cluster/nats.js';
+import { ClusterError, ServerLostError } from '../cluster/nats.js';
 import { DeviceLimitError } from '../model/device-fit.js';
 import { ModelFormatError } from '../model/errors.js';
 import { ReportError } from '../report/report.js';
@@ -30,7 +30,7 @@ export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<
       console.error(`populora: ${error?.message ?? String(error)}`);
       if (verbose(args)) console.error(stackOf(error));
       else if (!known) console.error('populora: this is unexpected; run the command again with --verbose for the stack trace, and report it');
-      process.exitCode = 1;
+      process.exitCode = error instanceof ServerLostError ? error.exitCode : 1; // a cluster's abandoned work: EXIT_ABANDONED
     }
   };
 }

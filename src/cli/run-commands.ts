@@ -11,6 +11,7 @@ import { openScenario, readScenario } from '../scenario/scenario.js';
 import type { StepMetrics } from '../sim/metrics.js';
 import { describeEvent, replayRun } from '../sim/replay.js';
 import { runScenario } from '../sim/run.js';
+import { EXIT_ABANDONED } from '../cluster/errors.js';
 import { clusterRunOptions } from './cluster-options.js';
 import { UsageError } from './run-command.js';
 
@@ -33,9 +34,10 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
   );
   console.log(`${resumeDir ? 'resuming' : 'running'} ${scenario.name}: ${scenario.steps} steps → ${outDir}`);
   const history: StepMetrics[] = [];
-  const cluster = options.nats ? await clusterRunOptions(scenario, options.nats, options.cluster, (event) => console.error(`\n${event}`)) : null;
+  const cluster = options.nats ? await clusterRunOptions(scenario, options.nats, options.cluster, { outDir, onEvent: (event) => console.error(`\n${event}`) }) : null;
   if (options.nats) console.log(`over NATS at ${options.nats} (cluster ${options.cluster})`);
   const stop = stopOnSignals();
+  cluster?.stopWith(stop.signal); // a stop with the server away gives up the step in progress (docs/cluster.md)
   try {
     const result = await runScenario(scenario, {
       ...(cluster ? { transport: cluster.transport, verifierPool: cluster.verifierPool, engineCore: cluster.engineCore } : {}),
@@ -62,7 +64,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
     }
   } catch (error) {
     bar.stop();
-    throw error;
+    throw cluster?.failure() ?? error; // a server given up is the cause, whatever the run failed on
   } finally {
     stop.dispose();
     await cluster?.close();
@@ -82,7 +84,7 @@ function stopOnSignals(): { signal: AbortSignal; dispose: () => void } {
   const onSignal = (name: NodeJS.Signals) => {
     if (controller.signal.aborted) {
       console.error(`\n${name} again: stopping now, without finishing the step; the run resumes from its last checkpoint`);
-      process.exit(SIGNAL_EXIT_CODES[name] ?? 1);
+      process.exit(EXIT_ABANDONED); // not a clean stop: the step in progress is abandoned
     }
     console.error(`\n${name}: finishing the step in progress, then saving a checkpoint and stopping (${name} again stops at once)`);
     controller.abort(name);
