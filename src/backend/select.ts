@@ -1,5 +1,5 @@
 // Chooses a backend. `auto` prefers WebGPU and falls back to the CPU reference, announcing it in one line; on a
-// software adapter it says in one line that the CPU backend is often faster (measured on a 2-core VM: the
+// software adapter it says in one line that the CPU backend is often faster there (measured on a 2-core VM: the
 // quick start 6.6 s on the CPU backend, 18 s on lavapipe), and keeps WebGPU: with many cores lavapipe may win.
 // The CPU backend runs on `threads` threads (default: one per core): a machine setting, the bits do not depend on it.
 
