@@ -17,7 +17,7 @@ import { UsageError } from './run-command.js';
 
 const percent = (x: number | null) => (x === null ? '  -  ' : `${(100 * x).toFixed(0).padStart(3)}%`);
 
-export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; nats?: string; cluster: string }, command?: Command): Promise<void> {
+export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; threads?: number; nats?: string; cluster: string }, command?: Command): Promise<void> {
   if (options.resume && scenarioFile) throw new UsageError('give either a scenario or --resume DIR, not both (a resumed run uses the scenario recorded in its folder)');
   if (options.nats && command?.getOptionValueSource('verifierWorkers') === 'cli') {
     throw new UsageError('--verifier-workers has no effect with --nats: over NATS the verifier runs on verifier workers; start them with populora worker SCENARIO --nats URL --verifier --threads N');
@@ -46,6 +46,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
       overwrite: options.overwrite,
       scenarioFile: file,
       verifierWorkers: options.verifierWorkers,
+      threads: options.threads,
       signal: stop.signal,
       clock: () => performance.now(), // for metrics.jsonl's timing (the verifier's throughput), never for a decision
       onStart: (step) => bar.start(scenario.steps, step, { solve: '  -  ', reward: '  -  ', valid: '  -  ', coverage: 0 }),
@@ -126,8 +127,8 @@ function verifierLine(history: StepMetrics[]): string {
   return `verifier: ${validations} validations (${rate(validations, validationSeconds)}), ${checks} checks (${rate(checks, checkSeconds)}), ${stepMs > 0 ? `${((100 * verifierMs) / stepMs).toFixed(1)}%` : '-'} of the steps' time`;
 }
 
-export async function replayCommand(dir: string, options: { verifierWorkers: number }): Promise<void> {
-  const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers });
+export async function replayCommand(dir: string, options: { verifierWorkers: number; threads?: number }): Promise<void> {
+  const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers, threads: options.threads });
   for (const note of verdict.notes) console.log(`note: ${note}`);
   if (verdict.identical) {
     console.log(`identical: ${verdict.events} events, run hash ${verdict.hash}; every file of the run folder agrees with the replay`);
