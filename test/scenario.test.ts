@@ -78,11 +78,16 @@ describe('bounds', () => {
     expect(() => parseScenario(minimal.replace('{ subpopulations: 2 }', '{ subpopulations: 2, lora: { rank: 32, modules: [q_proj, v_proj] } }'), 'ok.yaml')).not.toThrow();
   });
 
-  it('hold the memory a step needs against this machine\'s', () => {
-    // Qwen2.5-0.5B's shape: 3 proposals answered 1024 times each, of up to 2048 tokens, cannot fit any machine.
+  it('hold the memory a step needs against this machine\'s: the whole step unbounded, else one micro-batch', () => {
+    // Qwen2.5-0.5B's shape: 3 proposals answered 1024 times each, of up to 2048 tokens, cannot fit any machine at once.
     const big = `name: big\nseed: 1\nsteps: 1\nmodel: { preset: qwen2.5-0.5b-shape }\npopulation: { subpopulations: 2 }\nsampling: { answersPerStudent: 1024, maxTokens: 2048 }\n`;
-    expect(refused(big)).toMatch(new RegExp(`^big\\.yaml: field "sampling\\.answersPerStudent": a step needs at least [\\d.]+ GiB .*, more than this machine's ${(totalmem() / 2 ** 30).toFixed(1)} GiB`));
-    expect(() => parseScenario(big.replace('1024', '1').replace('2048', '64'), 'ok.yaml')).not.toThrow();
+    const machine = `more than this machine's ${(totalmem() / 2 ** 30).toFixed(1)} GiB`;
+    expect(refused(`${big}batchTokens: unbounded\n`)).toMatch(new RegExp(`^big\\.yaml: field "sampling\\.answersPerStudent": a step needs at least [\\d.]+ GiB \\(\\d+ sequences of up to 2048 tokens at once \\(batchTokens: unbounded\\).*, ${machine}; give batchTokens a number of tokens`));
+    expect(refused(`${big}batchTokens: 100000000\n`)).toMatch(new RegExp(`^big\\.yaml: field "batchTokens": a step needs at least [\\d.]+ GiB \\(100000000 tokens at once.*, ${machine}; lower batchTokens`));
+    expect(() => parseScenario(big, 'ok.yaml')).not.toThrow(); // auto: micro-batches sized to the memory there is
+    expect(() => parseScenario(`${big.replace('1024', '1').replace('2048', '64')}batchTokens: unbounded\n`, 'ok.yaml')).not.toThrow();
+    expect(refused(`${big}batchTokens: 0\n`)).toBe('big.yaml: field "batchTokens": expected a whole number of tokens >= 1, auto or unbounded');
+    expect(refused(`${big}batchTokens: lots\n`)).toBe('big.yaml: field "batchTokens": expected a whole number of tokens >= 1, auto or unbounded');
   });
 
   it('refuse a YAML alias bomb at once, and a model folder that does not exist by its field', () => {

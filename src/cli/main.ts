@@ -28,6 +28,13 @@ const number = (name: string) => (value: string) => {
   if (!Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${value}"`);
   return n;
 };
+/** `--batch-tokens`: a whole number of tokens, auto or unbounded (src/engine/budget.ts). */
+const batchTokens = (value: string) => {
+  if (value === 'auto' || value === 'unbounded') return value;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`--batch-tokens must be a whole number of tokens >= 1, auto or unbounded, got "${value}"`);
+  return n;
+};
 const backendOption = () => new Option('--backend <name>', 'compute backend').choices(BACKEND_CHOICES).default('auto');
 const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers')).default(1);
 const clusterOption = () => new Option('--cluster <name>', 'cluster name: the NATS subjects\' prefix, which keeps runs sharing a server apart').default(DEFAULT_CLUSTER);
@@ -124,6 +131,7 @@ program
   .option('--resume <dir>', 'continue a crashed run from its last checkpoint')
   .option('--overwrite', 'replace an earlier run in the --out folder')
   .addOption(verifierWorkersOption())
+  .option('--batch-tokens <n>', "tokens the engine's micro-batches hold, auto (from the memory available) or unbounded; overrides the scenario's batchTokens; the run is the same with any (docs/scale.md)", batchTokens)
   .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (README, "Cluster")')
   .addOption(clusterOption())
   .action(runCommand(runScenarioCommand));
