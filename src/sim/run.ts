@@ -140,7 +140,7 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
       [parts, core, budget] = [model, local, local.budget.described];
     }
     await pool.ready?.(); // the verifier's start (a sandbox loading its interpreter) is not a step's time
-    sim = buildSimulation(scenario, parts, core, world, pool, saved ? new Map(saved.actorStates) : null, wrap);
+    sim = buildSimulation(scenario, parts, timer ? timer.wrapCore(core) : core, world, pool, saved ? new Map(saved.actorStates) : null, wrap);
     const coverage = new Set(saved?.coverage ?? []);
     if (saved) {
       await core.load(saved.adapters, saved.optimizer);
