@@ -58,7 +58,8 @@ export function resolveBudget(setting: BatchTokensSetting, config: LlamaConfig, 
   if (setting === 'unbounded') return { generationTokens: Infinity, trainingTokens: Infinity, described: 'unbounded (each phase in one batch)' };
   if (typeof setting === 'number') {
     if (!Number.isInteger(setting) || setting < 1) throw new RangeError(`batchTokens must be a whole number >= 1, auto or unbounded (got ${setting})`);
-    return { generationTokens: setting, trainingTokens: setting, described: `${setting} tokens a micro-batch` };
+    const gib = (setting * trainingBytesPerToken(config)) / 2 ** 30;
+    return { generationTokens: setting, trainingTokens: setting, described: `${setting} tokens a micro-batch (training holds up to ${gib.toFixed(gib < 10 ? 2 : 0)} GiB of activations for them)` };
   }
   const bytes = AUTO_MEMORY_SHARE * available;
   const rowsPerBinding = Math.floor(backend.maxBindingBytes / (widestRow(config) * F32));
