@@ -150,14 +150,23 @@ class Work {
 
 /**
  * Writes the keys and values of every prompt token but each prompt's last into the cache, in forwards of at most
- * `chunkTokens` tokens; the first decode step then runs the last tokens and samples from their logits.
+ * `chunkTokens` tokens; the first decode step then runs the last tokens and samples from their logits. Requests that
+ * prefill the same tokens with the same adapter (a student's answers to one task) share one prefill: the first
+ * computes it, the others get a copy of its keys and values, the same bits (a position's keys and values depend
+ * only on the tokens up to it and the adapter).
  */
 async function prefill(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions, chunkTokens: number): Promise<void> {
   const tokens: number[] = [];
   const slots: number[] = [];
   const positions: number[] = [];
+  const firstWith = new Map<string, number>(); // adapter and prefilled tokens → the first request that has them
+  const copies: Array<{ from: number; to: number; length: number }> = [];
   s.requests.forEach((r, i) => {
-    if (s.finish[i] !== null) return;
+    if (s.finish[i] !== null || r.prompt.length < 2) return;
+    const key = `${r.adapter}:${r.prompt.slice(0, -1).join(',')}`;
+    const from = firstWith.get(key);
+    if (from !== undefined) return void copies.push({ from, to: i, length: r.prompt.length - 1 });
+    firstWith.set(key, i);
     for (let p = 0; p < r.prompt.length - 1; p++) [tokens.push(r.prompt[p]!), slots.push(i), positions.push(p)];
   });
   for (let first = 0; first < tokens.length; first += chunkTokens) {
@@ -167,6 +176,21 @@ async function prefill(model: LlamaModel, cache: KvCache, s: Progress, options: 
     model.backend.submit();
     s.work.add(end - first);
     await s.work.pause();
+  }
+  if (copies.length > 0) await copyPrefixes(model, cache, copies);
+  s.work.add(copies.reduce((n, c) => n + c.length, 0));
+}
+
+/** Copies the keys and values of positions [0, length) from one slot of the cache to another, in every layer. */
+async function copyPrefixes(model: LlamaModel, cache: KvCache, copies: ReadonlyArray<{ from: number; to: number; length: number }>): Promise<void> {
+  const b = model.backend;
+  const position = cache.kvHeads * cache.headDim; // values a position holds in one layer
+  const at = (layer: number, slot: number) => (layer * cache.slots + slot) * cache.maxLen * position; // cache: [layers, slots, maxLen, kvHeads, headDim]
+  for (const tensor of [cache.k, cache.v]) {
+    const values = await b.readF32(tensor);
+    for (const { from, to, length } of copies) {
+      for (let layer = 0; layer < cache.layers; layer++) b.write(tensor, values.subarray(at(layer, from), at(layer, from) + length * position), at(layer, to));
+    }
   }
 }
 
