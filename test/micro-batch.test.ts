@@ -23,6 +23,7 @@ import { packSequences } from '../src/train/batch.js';
 import { LlamaTrainer, type Gradients } from '../src/train/llama-backward.js';
 import { PolicyGradientLoss, type PolicyGradientOptions } from '../src/train/objective.js';
 import { policyGradientStep, readLogProbs, type RlSample } from '../src/train/steps.js';
+import { readEventLog } from '../src/runtime/event-log.js';
 import { runScenario } from '../src/sim/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 import { gpu } from './webgpu.js';
@@ -211,6 +212,20 @@ describe('a run', () => {
     await runScenario(parseScenario(runText('1', 'cpu'), 'budgets.yaml'), { outDir, stopAfterSteps: 2 });
     const resumed = await runScenario(parseScenario(readFileSync(join(outDir, 'scenario.json'), 'utf8'), 'scenario.json'), { outDir, resume: true, batchTokens: 25 });
     expect(resumed.hash).toBe(uninterrupted.hash);
+  });
+
+  it('gives an answer its own token budget (sampling.answerMaxTokens), a proposal the scenario\'s maxTokens', async () => {
+    const longest = async (answerMaxTokens: string) => {
+      const outDir = fresh();
+      await runScenario(parseScenario(runText('auto', 'cpu').replace('maxTokens: 12 }', `maxTokens: 12${answerMaxTokens} }`).replace('steps: 3', 'steps: 1'), 'budgets.yaml'), { outDir });
+      const generated = readEventLog(join(outDir, 'events.msgpack')).events.filter((e) => e.type === 'generated').map((e) => e.payload as { to: string; message: { results: Array<{ text: string }> } });
+      const of = (who: string) => Math.max(...generated.filter((g) => g.to.startsWith(who)).flatMap((g) => g.message.results.map((r) => r.text.length)));
+      return { answers: of('student'), proposals: of('teacher') };
+    };
+    const [free, short] = [await longest(''), await longest(', answerMaxTokens: 2')];
+    expect(free.answers).toBeGreaterThan(2); // a character a token: an answer of 3 characters or more
+    expect(short.answers).toBeLessThanOrEqual(2);
+    expect(short.proposals).toBe(free.proposals);
   });
 
   it.runIf(gpu)('is the same with a budget of one sequence or unbounded on WebGPU', async () => {
