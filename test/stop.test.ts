@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/backend/cpu.js';
+import { EXIT_ABANDONED } from '../src/cluster/errors.js';
 import { Pacer, RunStopped, type PhaseProgress } from '../src/engine/pacer.js';
 import { randomModel } from '../src/model/checkpoint.js';
 import { TINY_CONFIGS } from '../src/model/config.js';
@@ -106,7 +107,7 @@ describe('populora run and two signals', () => {
     child.kill('SIGTERM');
     await seen('stderr', 'SIGTERM: finishing the step in progress, then saving a checkpoint and stopping (SIGTERM again stops at once)');
     child.kill('SIGINT');
-    expect(await exited, output.stderr).toBe(130);
+    expect(await exited, output.stderr).toBe(EXIT_ABANDONED); // the step in progress abandoned (a clean stop after it: 130)
     expect(output.stderr).toContain('SIGINT again: stopping now, inside the step; the run resumes from its last checkpoint');
     expect(output.stdout).toContain(`stopped at once on SIGINT, inside a step; continue the run from its start with: populora run --resume ${out}`);
     expect(existsSync(join(out, 'checkpoints'))).toBe(false); // step 0 never finished

@@ -7,6 +7,7 @@
 
 import { cpus } from 'node:os';
 import type { ControlledEvaluateInputItem, LlamaContext, LlamaContextSequence, LlamaLogLevel as LogLevel, Token } from 'node-llama-cpp';
+import { importNodeLlamaCpp } from './install.js';
 import type { PeerReply, PeerRequest, PeerSetup, LlamaCppInfo, TimedShape } from './protocol.js';
 
 const seconds = (start: number) => (performance.now() - start) / 1000;
@@ -19,13 +20,7 @@ interface Sequences {
 }
 
 async function start(setup: PeerSetup): Promise<{ info: LlamaCppInfo; sequences: Sequences }> {
-  let nodeLlamaCpp: typeof import('node-llama-cpp');
-  try {
-    nodeLlamaCpp = await import('node-llama-cpp');
-  } catch (error) {
-    throw new Error(`node-llama-cpp is not installed (${(error as Error).message}); it is a dev dependency: run npm install`);
-  }
-  const { getLlama, LlamaLogLevel, NoBinaryFoundError } = nodeLlamaCpp;
+  const { getLlama, LlamaLogLevel, NoBinaryFoundError } = await importNodeLlamaCpp();
   const vulkan = setup.backend === 'vulkan';
   // llama.cpp resolves flash attention's "auto" per context and only says which way in its info log.
   let flashAttention = 'not reported';

@@ -7,15 +7,16 @@
 //   npm run build && node dist/bench/peers/llama-cpp.js [--preset bench-small] [--prompt 32] [--decode 16] [--rank 16]
 //       [--adapters 32] [--rounds 2] [--pairs webgpu,cpu] [--out bench/results/peers-<device>.json]
 //
-// Needs python3 with numpy (Debian: apt-get install -y python3-numpy python3-yaml) to run gguf-py, taken from the
-// llama.cpp sources node-llama-cpp (a dev dependency) ships, and git to unpack them. The model and adapters are
-// written in Hugging Face / PEFT layout to a temporary folder and converted to GGUF f16 by hf_to_gguf.py; populora
-// loads the same folder. Before timing, each pair must agree on a short greedy generation (base model and one
-// adapter): the first token equal and every logit within 1% of the logits' spread, or the run stops.
+// node-llama-cpp is not a dependency of populora: the first run installs it into bench/peers/node_modules (npm ci
+// from bench/peers' own lock, about 700 MB; install.ts). Needs python3 with numpy (Debian: apt-get install -y
+// python3-numpy python3-yaml) to run gguf-py, taken from the llama.cpp sources node-llama-cpp ships, and git to
+// unpack them. The model and adapters are written in Hugging Face / PEFT layout to a temporary folder and
+// converted to GGUF f16 by hf_to_gguf.py; populora loads the same folder. Before timing, each pair must agree on a
+// short greedy generation (base model and one adapter): the first token equal and every logit within 1% of the
+// logits' spread, or the run stops.
 
 import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +30,7 @@ import { LlamaModel } from '../../src/model/llama.js';
 import { LoraBank } from '../../src/model/lora-bank.js';
 import { LORA_MODULES, loadPeftAdapter, randomAdapter, savePeftAdapter } from '../../src/model/peft.js';
 import { presetConfig } from '../presets.js';
+import { ensureNodeLlamaCpp } from './install.js';
 import type { LlamaCppBackend, LlamaCppInfo, PeerReply, PeerRequest, PeerSetup, TimedShape } from './protocol.js';
 
 const args = benchArgs(import.meta.url, {
@@ -79,7 +81,7 @@ function writeModelFolders(dir: string, config: LlamaConfig, adapters: number, r
 
 /** gguf-py from the llama.cpp release node-llama-cpp ships: its unpacked sources, or else its git bundle, unpacked once. */
 function ggufPyDirectory(cacheDir: string): string {
-  const packageDir = dirname(dirname(createRequire(import.meta.url).resolve('node-llama-cpp')));
+  const packageDir = ensureNodeLlamaCpp();
   const unpacked = join(packageDir, 'llama', 'llama.cpp', 'gguf-py'); // after `npx node-llama-cpp source download`
   if (existsSync(unpacked)) return unpacked;
   const bundle = join(packageDir, 'llama', 'gitRelease.bundle');

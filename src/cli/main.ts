@@ -5,6 +5,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { BACKEND_CHOICES } from '../backend/select.js';
 import { CROSSOVER_KINDS } from '../evolution/operators.js';
 import { runDemo } from './demo.js';
+import { initCommand } from './init-command.js';
 import { crossoverCommand, mutateCommand } from './evolve-commands.js';
 import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } from './model-commands.js';
 import { runCommand } from './run-command.js';
@@ -16,13 +17,20 @@ import type { DomainCommand } from '../domains/domain.js';
 import { domains } from '../domains/index.js';
 import { sweepCommand } from './sweep-command.js';
 import { workerCommand } from './worker-command.js';
+import { addServeCommand } from './serve-command.js';
+import { addSamplesCommand } from './samples-command.js';
 import { DEFAULT_CLUSTER } from '../cluster/nats.js';
+import { LIMITS } from '../scenario/scenario.js';
 
-const integer = (name: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n)) throw new InvalidArgumentError(`${name} must be an integer, got "${value}"`);
-  return n;
-};
+/** A whole number in [min, max]; anything else is refused by the option's name (a rank of 0, a seed of -1). */
+const integer =
+  (name: string, min = Number.MIN_SAFE_INTEGER, max = Number.MAX_SAFE_INTEGER) =>
+  (value: string) => {
+    const n = Number(value);
+    if (!Number.isInteger(n)) throw new InvalidArgumentError(`${name} must be an integer, got "${value}"`);
+    if (n < min || n > max) throw new InvalidArgumentError(`${name} must be ${max === Number.MAX_SAFE_INTEGER ? `at least ${min}` : `from ${min} to ${max}`}, got ${n}`);
+    return n;
+  };
 const number = (name: string) => (value: string) => {
   const n = Number(value);
   if (!Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${value}"`);
@@ -36,7 +44,7 @@ const batchTokens = (value: string) => {
   return n;
 };
 const backendOption = () => new Option('--backend <name>', 'compute backend').choices(BACKEND_CHOICES).default('auto');
-const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers')).default(1);
+const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers', 1, LIMITS.threads)).default(1);
 const clusterOption = () => new Option('--cluster <name>', 'cluster name: the NATS subjects\' prefix, which keeps runs sharing a server apart').default(DEFAULT_CLUSTER);
 const storageOption = () => new Option('--weights <storage>', 'device storage of weight matrices (default: as stored in the file)').choices(['f32', 'f16']);
 
@@ -71,8 +79,8 @@ program
   .option('--adapter <dir>', 'PEFT LoRA adapter folder')
   .requiredOption('--prompt <text>', 'prompt text')
   .option('--stop <text>', 'stop string: the completion ends before it (repeatable)', (value: string, previous: string[]) => [...previous, value], [] as string[])
-  .option('--seed <n>', 'sampling seed', integer('--seed'), 0)
-  .option('--max-tokens <n>', 'most tokens to generate', integer('--max-tokens'), 64)
+  .option('--seed <n>', 'sampling seed', integer('--seed', 0), 0)
+  .option('--max-tokens <n>', 'most tokens to generate', integer('--max-tokens', 1), 64)
   .option('--temperature <t>', 'sampling temperature; 0 = greedy', number('--temperature'), 1)
   .option('--top-p <p>', 'nucleus sampling mass', number('--top-p'), 1)
   .addOption(backendOption())
@@ -84,7 +92,7 @@ program
   .description('create a model with seeded random weights and save it in Hugging Face layout')
   .requiredOption('--out <dir>', 'output folder')
   .option('--preset <name>', 'model shape (tiny, qwen2-tiny, ...)', 'tiny')
-  .option('--seed <n>', 'weight seed', integer('--seed'), 0)
+  .option('--seed <n>', 'weight seed', integer('--seed', 0), 0)
   .addOption(new Option('--dtype <dtype>', 'stored dtype').choices(['F32', 'F16', 'BF16']).default('F32'))
   .action(runCommand(initModelCommand));
 
@@ -93,10 +101,10 @@ program
   .description('create a LoRA adapter with seeded random factors and save it in PEFT layout')
   .requiredOption('--model <dir>', 'base model folder')
   .requiredOption('--out <dir>', 'output folder')
-  .option('--rank <r>', 'LoRA rank', integer('--rank'), 8)
+  .option('--rank <r>', 'LoRA rank', integer('--rank', 1, LIMITS.rank), 8)
   .option('--alpha <a>', 'LoRA alpha (default: 2 x rank)', number('--alpha'))
   .option('--targets <modules>', 'comma-separated modules', 'q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj')
-  .option('--seed <n>', 'factor seed', integer('--seed'), 0)
+  .option('--seed <n>', 'factor seed', integer('--seed', 0), 0)
   .addOption(new Option('--init <kind>', 'peft: B = 0 (delta starts at zero); gaussian: both factors random').choices(['peft', 'gaussian']).default('peft'))
   .action(runCommand(initAdapterCommand));
 
@@ -107,7 +115,7 @@ evolve
   .requiredOption('--adapter <dir>', 'parent PEFT adapter folder')
   .requiredOption('--sigma <s>', 'noise std relative to each matrix\'s RMS', number('--sigma'))
   .requiredOption('--out <dir>', 'child adapter folder')
-  .option('--seed <n>', 'noise seed', integer('--seed'), 0)
+  .option('--seed <n>', 'noise seed', integer('--seed', 0), 0)
   .option('--modules <list>', 'only these modules, e.g. q_proj,v_proj')
   .option('--layers <list>', 'only these layers, e.g. 0,1')
   .option('--fraction <f>', 'perturb only this share of the entries (sparse mutation)', number('--fraction'))
@@ -120,8 +128,14 @@ evolve
   .requiredOption('--kind <kind>', `${CROSSOVER_KINDS.join(' | ')}`)
   .requiredOption('--out <dir>', 'child adapter folder')
   .option('--weights <w1,w2>', 'svd/interpolate: blend weights; module/rank: w1 is the chance of taking parent a')
-  .option('--seed <n>', 'seed', integer('--seed'), 0)
+  .option('--seed <n>', 'seed', integer('--seed', 0), 0)
   .action(runCommand(crossoverCommand));
+
+program
+  .command('init')
+  .description('a new experiment folder, runnable at once: a scenario on the embedded toy model, a matchmaking policy of its own to edit (a plug-in), a sweep of it against a built-in, a README')
+  .argument('<dir>', 'the folder to create (new or empty)')
+  .action(runCommand(initCommand));
 
 program
   .command('run')
@@ -132,18 +146,18 @@ program
   .option('--overwrite', 'replace an earlier run in the --out folder')
   .addOption(verifierWorkersOption())
   .option('--batch-tokens <n>', "tokens the engine's micro-batches hold, auto (from the memory available) or unbounded; overrides the scenario's batchTokens; the run is the same with any (docs/scale.md)", batchTokens)
-  .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (README, "Cluster")')
+  .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (docs/cluster.md)')
   .addOption(clusterOption())
   .action(runCommand(runScenarioCommand));
 program
   .command('worker')
   .description('a worker of runs over NATS, for one scenario (it refuses a coordinator running another): serves until SIGINT or SIGTERM')
   .argument('<scenario>', 'the scenario file the coordinator runs')
-  .requiredOption('--nats <url>', 'the NATS server, e.g. nats://host:4222 (credentials from the environment: README, "Cluster")')
+  .requiredOption('--nats <url>', 'the NATS server, e.g. nats://host:4222 (credentials from the environment: docs/cluster.md)')
   .option('--engine', 'run the engine for a shard of the population\'s adapters (loads the scenario\'s base model on its backend)')
   .option('--verifier', 'verify proposals and answers for the coordinator (the verifier workers\' queue group)')
   .option('--id <name>', 'an engine worker\'s name on the cluster (default: host-pid); shards go to workers in name order')
-  .option('--threads <n>', 'verifier threads or sandbox processes (default: one per core)', integer('--threads'))
+  .option('--threads <n>', 'verifier threads or sandbox processes (default: one per core)', integer('--threads', 1, LIMITS.threads))
   .addOption(clusterOption())
   .action(runCommand(workerCommand));
 program
@@ -151,7 +165,7 @@ program
   .description('a base scenario and a grid of overrides: every run as an ordinary run folder, N processes at a time, with sweep.json listing them; validated (and its compute compared) before anything runs')
   .argument('<sweep>', 'sweep file, e.g. scenarios/sweeps/paper-toy.yaml')
   .option('--out <dir>', 'sweep folder (default: runs/<sweep name>)')
-  .option('--parallel <n>', 'runs at a time (default: as many as the cores and the free memory allow)', integer('--parallel'))
+  .option('--parallel <n>', 'runs at a time (default: as many as the cores and the free memory allow)', integer('--parallel', 1))
   .option('--resume', 'continue a stopped or killed sweep in --out: finished runs are kept, interrupted ones resume from their checkpoints')
   .action(runCommand(sweepCommand));
 program
@@ -182,9 +196,11 @@ program
   .command('export')
   .description('every member\'s adapter at a checkpoint, in PEFT layout, with population.json (role, sub-population, rating, lineage)')
   .argument('<dir>', 'run folder')
-  .option('--step <n>', 'checkpoint step (default: the last)', integer('--step'))
+  .option('--step <n>', 'checkpoint step (default: the last)', integer('--step', 0))
   .requiredOption('--out <dir>', 'output folder (new or empty)')
   .action(runCommand(exportCommand));
+addServeCommand(program);
+addSamplesCommand(program);
 /** A command a domain brings (domain.ts: DomainCommand), as commander takes it. */
 function addDomainCommand(spec: DomainCommand): void {
   const command = program.command(spec.name).description(spec.description);

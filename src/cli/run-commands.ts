@@ -9,10 +9,11 @@ import type { Command } from 'commander';
 import type { BatchTokensSetting } from '../engine/budget.js';
 import { RunStopped } from '../engine/pacer.js';
 import { loadRun, writeReport } from '../report/report.js';
-import { loadScenario, parseScenario } from '../scenario/scenario.js';
+import { openScenario, readScenario } from '../scenario/scenario.js';
 import type { StepMetrics } from '../sim/metrics.js';
 import { describeEvent, replayRun } from '../sim/replay.js';
 import { checkpointSteps, runScenario } from '../sim/run.js';
+import { EXIT_ABANDONED } from '../cluster/errors.js';
 import { clusterRunOptions } from './cluster-options.js';
 import { UsageError } from './run-command.js';
 import { percent, RunProgress } from './run-progress.js';
@@ -27,14 +28,15 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
   const resumeDir = options.resume;
   const file = resumeDir ? join(resumeDir, 'scenario.json') : scenarioFile!;
   if (resumeDir && !existsSync(file)) throw new UsageError(`${resumeDir}: not a run folder (no scenario.json)`);
-  const scenario = resumeDir ? parseScenario(readFileSync(file, 'utf8'), file, { relativeTo: resumeDir }) : loadScenario(file);
+  const scenario = resumeDir ? await readScenario(readFileSync(file, 'utf8'), file, { relativeTo: resumeDir }) : await openScenario(file);
   const outDir = resumeDir ?? options.out ?? join('runs', basename(file, extname(file)));
   const bar = new RunProgress(scenario.steps);
   console.log(`${resumeDir ? 'resuming' : 'running'} ${scenario.name}: ${scenario.steps} steps → ${outDir}`);
   const history: StepMetrics[] = [];
-  const cluster = options.nats ? await clusterRunOptions(scenario, options.nats, options.cluster, (event) => console.error(`\n${event}`)) : null;
+  const cluster = options.nats ? await clusterRunOptions(scenario, options.nats, options.cluster, { outDir, onEvent: (event) => console.error(`\n${event}`) }) : null;
   if (options.nats) console.log(`over NATS at ${options.nats} (cluster ${options.cluster})`);
   const stop = stopOnSignals({ first: 'finishing the step in progress, then saving a checkpoint and stopping', second: 'stopping now, inside the step; the run resumes from its last checkpoint' });
+  cluster?.stopWith(stop.afterStep); // a stop with the server away gives up the step in progress (docs/cluster.md)
   try {
     const result = await runScenario(scenario, {
       ...(cluster ? { transport: cluster.transport, verifierPool: cluster.verifierPool, engineCore: cluster.engineCore } : {}),
@@ -66,10 +68,10 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
     }
   } catch (error) {
     bar.stop();
-    if (!(error instanceof RunStopped)) throw error;
+    if (!(error instanceof RunStopped)) throw cluster?.failure() ?? error; // a server given up is the cause, whatever the run failed on
     const last = checkpointSteps(outDir).at(-1);
     console.log(`stopped at once on ${error.reason}, inside a step; continue the run from ${last === undefined ? 'its start' : `its checkpoint at step ${last}`} with: populora run --resume ${outDir}`);
-    process.exitCode = SIGNAL_EXIT_CODES[error.reason] ?? 1;
+    process.exitCode = EXIT_ABANDONED; // not a clean stop: the step in progress is abandoned
   } finally {
     stop.dispose();
     await cluster?.close();

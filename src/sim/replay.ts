@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Backend } from '../backend/backend.js';
-import { parseScenario, type Scenario } from '../scenario/scenario.js';
+import { readScenario, type Scenario } from '../scenario/scenario.js';
 import { checkpointProblems, checkpointSteps, filesUnder, recordedScenario, type CheckpointManifest } from './checkpoints.js';
 import { firstDifference, shown } from './differences.js';
 import { RunFolderError } from '../runtime/durable.js';
@@ -45,7 +45,7 @@ const NOT_CHECKED = new Set(['report.html', LOCK_FILE]);
 export async function replayRun(dir: string, options: ReplayOptions = {}): Promise<ReplayVerdict> {
   const scenarioFile = join(dir, SCENARIO_FILE);
   if (!existsSync(scenarioFile)) throw new RunFolderError(`${dir}: not a run folder (no ${SCENARIO_FILE})`);
-  const scenario = parseScenario(readFileSync(scenarioFile, 'utf8'), scenarioFile, { relativeTo: dir });
+  const scenario = await readScenario(readFileSync(scenarioFile, 'utf8'), scenarioFile, { relativeTo: dir });
   const eventsFile = join(dir, EVENTS_FILE);
   if (!existsSync(eventsFile)) throw new RunFolderError(`${eventsFile} is missing: there is no recorded run to replay (a run writes its log from its first step; was it started?)`);
   const recorded = readEventLog(eventsFile);
