@@ -12,13 +12,15 @@ import { describe, expect, it } from 'vitest';
 import type { Backend } from '../src/backend/backend.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { microBatches, resolveBudget } from '../src/engine/budget.js';
+import { LocalEngineCore } from '../src/engine/core.js';
+import { domainNamed } from '../src/domains/index.js';
 import { randomModel } from '../src/model/checkpoint.js';
 import { TINY_CONFIGS } from '../src/model/config.js';
 import { generate, type GenerationRequest } from '../src/model/generate.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, randomAdapter, type LoraAdapter } from '../src/model/peft.js';
-import { AdamW } from '../src/train/adamw.js';
+import { AdamW, joinSlotStates } from '../src/train/adamw.js';
 import { packSequences } from '../src/train/batch.js';
 import { LlamaTrainer, type Gradients } from '../src/train/llama-backward.js';
 import { PolicyGradientLoss, type PolicyGradientOptions } from '../src/train/objective.js';
@@ -132,6 +134,20 @@ for (const [name, backend] of backends) {
     });
   });
 }
+
+describe('an engine core\'s state (a checkpoint\'s)', () => {
+  it('reads every slot at once to what its slots read one by one give', async () => {
+    const b = new CpuBackend();
+    const model = LlamaModel.upload(b, config, weights);
+    const settings = { domain: domainNamed('arith'), vocab: { texts: Array.from({ length: config.vocabSize }, (_, t) => String(t)), eos: 2 }, rl: { reduction: 'token' as const }, optimizer: { lr: 0.05, maxGradNorm: 1 }, lora: { rank: 4, modules: LORA_MODULES }, evolutionThreads: 1 };
+    const core = new LocalEngineCore(model, settings, [0, 1, 2]);
+    await core.load(adapters, null);
+    await core.train([{ tokens: [1, 2, 3, 4], adapter: 1, promptLength: 2, advantage: 1 }, { tokens: [5, 6, 7], adapter: 2, promptLength: 1, advantage: -1 }]);
+    const slots = (await core.exportSlots()).map(([, state]) => state);
+    expect(await core.state()).toEqual({ adapters: slots.map((s) => s.adapter), optimizer: joinSlotStates(slots.map((s) => s.optimizer)) });
+    await core.close();
+  });
+});
 
 describe('a policy-gradient step\'s gradient', () => {
   it('is each sample\'s gradient alone, added up in sample order (on the host, in f32)', async () => {
