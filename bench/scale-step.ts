@@ -98,10 +98,11 @@ async function oneStep(budget: BatchTokensSetting): Promise<StepResult> {
     const references = domain.seedReferences.slice(0, scenario.tasks.references);
     return { request: request(i, domain.proposalPrompt(type, references, prompts).prompt, teacher, scenario.sampling.maxTokens), format: `proposal/${type}` as FormatName };
   });
+  // a task's answers are one student's (the scenario's studentsPerTask: 1), so they share one prefill
   const answers = proposals.flatMap((p, i) =>
     Array.from({ length: count('answers', args.answers!) }, (_, k) => {
       const type = types[i % types.length]!;
-      const student = teachers * subpopulations + ((i + k) % (students * subpopulations));
+      const student = teachers * subpopulations + (i % (students * subpopulations));
       return { request: request(1000 + i * 100 + k, domain.solvePrompt(seedOf(type), prompts), student, scenario.sampling.answerMaxTokens ?? scenario.sampling.maxTokens), format: `answer/${type}` as FormatName };
     }),
   );
