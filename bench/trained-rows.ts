@@ -14,6 +14,7 @@ import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BenchUsageError, benchArgs } from './args.js';
+import type { Backend } from '../src/backend/backend.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { randomModel } from '../src/model/checkpoint.js';
 import { TINY_CONFIGS } from '../src/model/config.js';
@@ -49,7 +50,7 @@ if (!Number.isInteger(tokens) || !Number.isInteger(prompt) || prompt < 1 || prom
 
 async function oneWay(way: (typeof WAYS)[number]): Promise<WayResult> {
   const config = { ...TINY_CONFIGS['qwen2.5-0.5b-shape']!, maxPositionEmbeddings: 2048 };
-  const b = new CpuBackend();
+  const b: Backend = new CpuBackend();
   const model = LlamaModel.upload(b, config, randomModel(config, 0, 65_536), { maxContext: 2048 });
   const bank = new LoraBank(b, config, 8, 16, LORA_MODULES);
   for (let slot = 0; slot < 8; slot++) bank.load(slot, randomAdapter(config, { rank: 16, targets: LORA_MODULES, seed: slot, init: 'gaussian' }));
