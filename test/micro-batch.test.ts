@@ -26,6 +26,7 @@ import { LlamaTrainer, type Gradients } from '../src/train/llama-backward.js';
 import { PolicyGradientLoss, type PolicyGradientOptions } from '../src/train/objective.js';
 import { policyGradientStep, readLogProbs, type RlSample } from '../src/train/steps.js';
 import { readEventLog } from '../src/runtime/event-log.js';
+import { replayRun } from '../src/sim/replay.js';
 import { runScenario } from '../src/sim/run.js';
 import { parseScenario } from '../src/scenario/scenario.js';
 import { gpu } from './webgpu.js';
@@ -222,12 +223,13 @@ describe('a run', () => {
     }
   });
 
-  it('resumes with another budget than it started with, to the uninterrupted run', async () => {
+  it('resumes and replays with other budgets than it started with, to the uninterrupted run', async () => {
     const uninterrupted = await runScenario(parseScenario(runText('unbounded', 'cpu'), 'budgets.yaml'), { outDir: fresh() });
     const outDir = fresh();
     await runScenario(parseScenario(runText('1', 'cpu'), 'budgets.yaml'), { outDir, stopAfterSteps: 2 });
     const resumed = await runScenario(parseScenario(readFileSync(join(outDir, 'scenario.json'), 'utf8'), 'scenario.json'), { outDir, resume: true, batchTokens: 25 });
     expect(resumed.hash).toBe(uninterrupted.hash);
+    expect(await replayRun(outDir, { batchTokens: 7 })).toMatchObject({ identical: true, hash: uninterrupted.hash }); // a replay with a third
   });
 
   it('gives an answer its own token budget (sampling.answerMaxTokens), a proposal the scenario\'s maxTokens', async () => {

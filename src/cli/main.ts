@@ -43,6 +43,7 @@ const batchTokens = (value: string) => {
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`--batch-tokens must be a whole number of tokens >= 1, auto or unbounded, got "${value}"`);
   return n;
 };
+const batchTokensOption = () => new Option('--batch-tokens <n>', "tokens the engine's micro-batches hold, auto (from the memory available) or unbounded; overrides the scenario's batchTokens; the run is the same with any (docs/scale.md)").argParser(batchTokens);
 const backendOption = () => new Option('--backend <name>', 'compute backend').choices(BACKEND_CHOICES).default('auto');
 const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers', 1, LIMITS.threads)).default(1);
 const clusterOption = () => new Option('--cluster <name>', 'cluster name: the NATS subjects\' prefix, which keeps runs sharing a server apart').default(DEFAULT_CLUSTER);
@@ -145,7 +146,7 @@ program
   .option('--resume <dir>', 'continue a crashed run from its last checkpoint')
   .option('--overwrite', 'replace an earlier run in the --out folder')
   .addOption(verifierWorkersOption())
-  .option('--batch-tokens <n>', "tokens the engine's micro-batches hold, auto (from the memory available) or unbounded; overrides the scenario's batchTokens; the run is the same with any (docs/scale.md)", batchTokens)
+  .addOption(batchTokensOption())
   .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (docs/cluster.md)')
   .addOption(clusterOption())
   .action(runCommand(runScenarioCommand));
@@ -173,6 +174,7 @@ program
   .description('re-execute a run from its recorded scenario and check every file of the run folder against the replay (the event log event by event, metrics, lineage, summary, checkpoints and their manifests)')
   .argument('<dir>', 'run folder')
   .addOption(verifierWorkersOption())
+  .addOption(batchTokensOption())
   .action(runCommand(replayCommand));
 program
   .command('pretrain')

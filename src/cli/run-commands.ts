@@ -112,8 +112,8 @@ function verifierLine(history: StepMetrics[]): string {
   return `verifier: ${validations} validations (${rate(validations, validationSeconds)}), ${checks} checks (${rate(checks, checkSeconds)}), ${stepMs > 0 ? `${((100 * verifierMs) / stepMs).toFixed(1)}%` : '-'} of the steps' time`;
 }
 
-export async function replayCommand(dir: string, options: { verifierWorkers: number }): Promise<void> {
-  const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers });
+export async function replayCommand(dir: string, options: { verifierWorkers: number; batchTokens?: BatchTokensSetting }): Promise<void> {
+  const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers, ...(options.batchTokens === undefined ? {} : { batchTokens: options.batchTokens }) });
   for (const note of verdict.notes) console.log(`note: ${note}`);
   if (verdict.identical) {
     console.log(`identical: ${verdict.events} events, run hash ${verdict.hash}; every file of the run folder agrees with the replay`);
