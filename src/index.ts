@@ -56,7 +56,7 @@ export type { RandomStream } from './runtime/streams.js';
 export { z } from 'zod';
 
 // ---- Models, adapters and backends ----
-export { openBackend, BACKEND_CHOICES, type BackendChoice } from './backend/select.js';
+export { openBackend, defaultCpuThreads, BACKEND_CHOICES, type BackendChoice, type BackendSetting } from './backend/select.js';
 export type { Backend, BackendName, WeightStorage } from './backend/backend.js';
 export { CpuBackend } from './backend/cpu.js';
 export { LlamaModel } from './model/llama.js';

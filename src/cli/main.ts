@@ -3,6 +3,7 @@
 
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { BACKEND_CHOICES } from '../backend/select.js';
+import { MAX_THREADS } from '../backend/cpu-threads.js';
 import { CROSSOVER_KINDS } from '../evolution/operators.js';
 import { runDemo } from './demo.js';
 import { initCommand } from './init-command.js';
@@ -46,6 +47,7 @@ const batchTokens = (value: string) => {
 const batchTokensOption = () => new Option('--batch-tokens <n>', "tokens the engine's micro-batches hold, auto (from the memory available) or unbounded; overrides the scenario's batchTokens; the run is the same with any (docs/scale.md)").argParser(batchTokens);
 const backendOption = () => new Option('--backend <name>', 'compute backend').choices(BACKEND_CHOICES).default('auto');
 const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers', 1, LIMITS.threads)).default(1);
+const threadsOption = () => new Option('--threads <n>', 'CPU backend threads (default: the scenario\'s, else one per core; results do not depend on it)').argParser(integer('--threads', 1, MAX_THREADS));
 const clusterOption = () => new Option('--cluster <name>', 'cluster name: the NATS subjects\' prefix, which keeps runs sharing a server apart').default(DEFAULT_CLUSTER);
 const storageOption = () => new Option('--weights <storage>', 'device storage of weight matrices (default: as stored in the file)').choices(['f32', 'f16']);
 
@@ -59,6 +61,7 @@ program
   .requiredOption('--tokens <ids>', 'comma-separated token ids, e.g. 1,2,3')
   .requiredOption('--out <file>', 'output .npy file')
   .addOption(backendOption())
+  .addOption(threadsOption())
   .addOption(storageOption())
   .action(runCommand(logitsCommand));
 
@@ -70,6 +73,7 @@ program
   .requiredOption('--tokens <ids>', 'comma-separated token ids, e.g. 1,2,3,4 (the gradient is of Σ_{t>=1} log p(token_t | tokens_<t))')
   .requiredOption('--out-dir <dir>', 'output folder: adapter_model.safetensors + adapter_config.json, same keys and shapes as the adapter')
   .addOption(backendOption())
+  .addOption(threadsOption())
   .addOption(storageOption())
   .action(runCommand(gradCommand));
 
@@ -85,6 +89,7 @@ program
   .option('--temperature <t>', 'sampling temperature; 0 = greedy', number('--temperature'), 1)
   .option('--top-p <p>', 'nucleus sampling mass', number('--top-p'), 1)
   .addOption(backendOption())
+  .addOption(threadsOption())
   .addOption(storageOption())
   .action(runCommand(generateCommand));
 
@@ -146,6 +151,7 @@ program
   .option('--resume <dir>', 'continue a crashed run from its last checkpoint')
   .option('--overwrite', 'replace an earlier run in the --out folder')
   .addOption(verifierWorkersOption())
+  .addOption(threadsOption())
   .addOption(batchTokensOption())
   .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (docs/cluster.md)')
   .addOption(clusterOption())
@@ -158,7 +164,7 @@ program
   .option('--engine', 'run the engine for a shard of the population\'s adapters (loads the scenario\'s base model on its backend)')
   .option('--verifier', 'verify proposals and answers for the coordinator (the verifier workers\' queue group)')
   .option('--id <name>', 'an engine worker\'s name on the cluster (default: host-pid); shards go to workers in name order')
-  .option('--threads <n>', 'verifier threads or sandbox processes (default: one per core)', integer('--threads', 1, LIMITS.threads))
+  .option('--threads <n>', 'verifier threads or sandbox processes, or an engine worker\'s CPU backend threads (default: one per core)', integer('--threads', 1, LIMITS.threads))
   .addOption(clusterOption())
   .action(runCommand(workerCommand));
 program
@@ -174,6 +180,7 @@ program
   .description('re-execute a run from its recorded scenario and check every file of the run folder against the replay (the event log event by event, metrics, lineage, summary, checkpoints and their manifests)')
   .argument('<dir>', 'run folder')
   .addOption(verifierWorkersOption())
+  .addOption(threadsOption())
   .addOption(batchTokensOption())
   .action(runCommand(replayCommand));
 program

@@ -19,6 +19,7 @@ export interface ModelOptions {
   model: string;
   adapter?: string;
   backend: BackendChoice;
+  threads?: number; // the CPU backend's (default: one per core)
   weights?: WeightStorage;
 }
 
@@ -26,7 +27,7 @@ export interface ModelOptions {
 export async function withModel<T>(options: ModelOptions, use: (model: LlamaModel, bank: LoraBank | undefined, adapterSlot: number) => Promise<T>): Promise<T> {
   const { config, weights } = loadModel(options.model);
   const adapter = options.adapter ? loadPeftAdapter(options.adapter, config) : undefined;
-  const backend: Backend = await openBackend(options.backend);
+  const backend: Backend = await openBackend(options.backend, undefined, options.threads);
   try {
     const model = LlamaModel.upload(backend, config, weights, { storage: options.weights });
     const bank = adapter ? new LoraBank(backend, config, 1, adapter.rank, adapter.targetModules) : undefined;

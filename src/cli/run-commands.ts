@@ -19,7 +19,7 @@ import { UsageError } from './run-command.js';
 import { percent, RunProgress } from './run-progress.js';
 import { SIGNAL_EXIT_CODES, stopOnSignals } from './stop-signals.js';
 
-export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; nats?: string; cluster: string; batchTokens?: BatchTokensSetting }, command?: Command): Promise<void> {
+export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; threads?: number; nats?: string; cluster: string; batchTokens?: BatchTokensSetting }, command?: Command): Promise<void> {
   if (options.resume && scenarioFile) throw new UsageError('give either a scenario or --resume DIR, not both (a resumed run uses the scenario recorded in its folder)');
   if (options.nats && command?.getOptionValueSource('verifierWorkers') === 'cli') {
     throw new UsageError('--verifier-workers has no effect with --nats: over NATS the verifier runs on verifier workers; start them with populora worker SCENARIO --nats URL --verifier --threads N');
@@ -45,6 +45,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
       overwrite: options.overwrite,
       scenarioFile: file,
       verifierWorkers: options.verifierWorkers,
+      threads: options.threads,
       ...(options.batchTokens === undefined ? {} : { batchTokens: options.batchTokens }),
       signal: stop.afterStep,
       stopNow: stop.now,
@@ -112,8 +113,8 @@ function verifierLine(history: StepMetrics[]): string {
   return `verifier: ${validations} validations (${rate(validations, validationSeconds)}), ${checks} checks (${rate(checks, checkSeconds)}), ${stepMs > 0 ? `${((100 * verifierMs) / stepMs).toFixed(1)}%` : '-'} of the steps' time`;
 }
 
-export async function replayCommand(dir: string, options: { verifierWorkers: number; batchTokens?: BatchTokensSetting }): Promise<void> {
-  const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers, ...(options.batchTokens === undefined ? {} : { batchTokens: options.batchTokens }) });
+export async function replayCommand(dir: string, options: { verifierWorkers: number; threads?: number; batchTokens?: BatchTokensSetting }): Promise<void> {
+  const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers, threads: options.threads, ...(options.batchTokens === undefined ? {} : { batchTokens: options.batchTokens }) });
   for (const note of verdict.notes) console.log(`note: ${note}`);
   if (verdict.identical) {
     console.log(`identical: ${verdict.events} events, run hash ${verdict.hash}; every file of the run folder agrees with the replay`);

@@ -54,7 +54,7 @@ export async function workerCommand(scenarioFile: string, options: WorkerCommand
     let worker: ClusterWorker;
     try {
       worker = options.engine
-        ? startEngineWorker(nc, names, { scenario, scenarioFile, scenarioHash: hash, backend: await openBackend(scenario.backend), id })
+        ? startEngineWorker(nc, names, { scenario, scenarioFile, scenarioHash: hash, backend: await openBackend(scenario.backend, undefined, options.threads), id })
         : await startVerifierWorker(nc, names, { scenario, scenarioHash: hash, threads });
       await nc.flush(); // subscribed on the server before the ready line
     } catch (error) {

@@ -7,9 +7,9 @@ import { createHash } from 'node:crypto';
 import { basename } from 'node:path';
 import { canonical } from '../runtime/event-log.js';
 import { withPluginLabels } from '../scenario/plugin-fields.js';
-import type { Scenario } from '../scenario/scenario.js';
+import { withoutMachineSettings, type Scenario } from '../scenario/scenario.js';
 
 export function scenarioHash(scenario: Scenario): string {
   const model = 'path' in scenario.model ? { ...scenario.model, path: basename(scenario.model.path) } : scenario.model;
-  return createHash('sha256').update(JSON.stringify(canonical({ ...withPluginLabels(scenario), model }))).digest('hex');
+  return createHash('sha256').update(JSON.stringify(canonical({ ...withPluginLabels(withoutMachineSettings(scenario)), model }))).digest('hex');
 }

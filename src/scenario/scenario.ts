@@ -110,6 +110,8 @@ function matchmakingSchema() {
   return builtInOrPlugin('policy', union as unknown as z.ZodType<{ policy: BuiltInPolicyName; studentsPerTask?: number; options?: Record<string, unknown> }>, plugin).prefault({});
 }
 
+const BACKEND_NAME = z.enum(['webgpu', 'cpu', 'auto']);
+
 /** A registered policy's options schema (undefined: none registered under that key). */
 const matchPolicyOptions = (key: string): z.ZodType<unknown> | undefined => (isMatchPolicy(key) ? (matchPolicy(key).options as z.ZodType<unknown>) : undefined);
 
@@ -119,7 +121,12 @@ export const scenarioSchema = z.strictObject({
   name: z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9._-]+$/, { error: 'expected letters, digits, ".", "_" or "-"' }),
   seed: int(0),
   steps: int(1, LIMITS.steps),
-  backend: z.enum(['webgpu', 'cpu', 'auto']).default('auto'),
+  // the backend, or {name, threads}: the CPU backend's threads (default: one per core; populora run --threads
+  // overrides them), a machine setting like the verifier's workers: never part of the run hash, a resume or a replay
+  backend: z
+    .union([BACKEND_NAME, z.strictObject({ name: BACKEND_NAME, threads: int(1, LIMITS.threads).optional() })], { error: 'expected webgpu, cpu or auto, or {name: cpu, threads: N}' })
+    .refine((b) => typeof b === 'string' || b.threads === undefined || b.name !== 'webgpu', { error: 'threads are the cpu backend\'s: give name: cpu (or auto, where it falls back to the CPU)' })
+    .default('auto'),
   model: modelSchema,
   domain: z.string({ error: domainsExpected }).refine(isDomain, { error: domainsExpected }).default(DEFAULT_DOMAIN), // a domain of the registry (src/domains/index.ts)
   // the domain's prompt templates (domains that have them): a mapping, or a YAML file beside the scenario (src/domains/prompts.ts)
@@ -353,6 +360,15 @@ function modelFolder(path: string, file: string, relativeTo: string): string {
     throw new ScenarioError(`${file}: field "model.path": the model folder ${absolute}${from} does not exist; give the path of a Hugging Face model folder (config.json, model.safetensors, tokenizer.json), or use {preset: tiny}`);
   }
   return absolute;
+}
+
+/**
+ * The scenario without its machine settings (the CPU backend's threads, the engine's micro-batch budget), which
+ * never change a bit of a run: what a resume, a replay and a cluster's workers compare.
+ */
+export function withoutMachineSettings(scenario: Scenario): Scenario {
+  const { batchTokens: _budget, ...rest } = scenario;
+  return typeof rest.backend === 'string' ? rest : { ...rest, backend: rest.backend.name };
 }
 
 function readScenarioText(file: string): string {

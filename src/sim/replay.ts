@@ -36,6 +36,7 @@ export type ReplayVerdict =
 export interface ReplayOptions {
   backend?: Backend;
   verifierWorkers?: number;
+  threads?: number; // the CPU backend's, over the scenario's: results do not depend on them
   batchTokens?: BatchTokensSetting; // the engine's micro-batches here (the same replay with any)
 }
 
@@ -53,7 +54,7 @@ export async function replayRun(dir: string, options: ReplayOptions = {}): Promi
   const recorded = readEventLog(eventsFile);
   const scratch = mkdtempSync(join(tmpdir(), 'populora-replay-'));
   try {
-    await runScenario(scenario, { outDir: scratch, scenarioFile, backend: options.backend, verifierWorkers: options.verifierWorkers, batchTokens: options.batchTokens, checkpointAt: checkpointSteps(dir) });
+    await runScenario(scenario, { outDir: scratch, scenarioFile, backend: options.backend, verifierWorkers: options.verifierWorkers, threads: options.threads, batchTokens: options.batchTokens, checkpointAt: checkpointSteps(dir) });
     const replayed = readEventLog(join(scratch, EVENTS_FILE));
     const log = compareLogs(recorded.events, replayed.events, recorded.hash, replayed.hash);
     const checkpoints = checkpointSteps(dir).map((step) => ({ step, ...checkpointProblems(dir, step) }));
