@@ -9,7 +9,7 @@
 // run to their budget (a random model almost never samples the end token). Prints a table; writes JSON.
 //
 //   node dist/bench/scale-step.js [--scenario scenarios/scale/qwen2.5-0.5b.yaml] [--budgets 512,1024,2048]
-//                                 [--proposals 8] [--answers 4] [--out bench/results/scale-step.json]
+//                                 [--proposals 8] [--answers 4] [--threads N] [--out bench/results/scale-step.json]
 //   node dist/bench/scale-step.js --child BUDGET ...   (one step at one budget: what the parent runs; JSON out)
 
 import { spawnSync } from 'node:child_process';
@@ -18,6 +18,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BenchUsageError, benchArgs } from './args.js';
+import { CpuBackend } from '../src/backend/cpu.js';
 import { openBackend } from '../src/backend/select.js';
 import type { FormatName } from '../src/domains/domain.js';
 import type { CodeTask } from '../src/domains/python/tasks.js';
@@ -42,6 +43,7 @@ const args = benchArgs(import.meta.url, {
     budgets: { type: 'string', default: '512,1024,2048' },
     proposals: { type: 'string', default: '8' },
     answers: { type: 'string', default: '4' },
+    threads: { type: 'string' }, // the CPU backend's (default: the scenario's, else one per core)
     out: { type: 'string', default: 'bench/results/scale-step.json' },
     child: { type: 'string' },
   },
@@ -55,6 +57,7 @@ interface Phase {
 }
 interface StepResult {
   budget: string;
+  threads: number | null; // the CPU backend's; null on another backend
   described: string;
   phases: Record<'proposals' | 'answers' | 'train' | 'checkpoint', Phase>;
   stepS: number;
@@ -75,7 +78,8 @@ async function oneStep(budget: BatchTokensSetting): Promise<StepResult> {
   const scenario = loadScenario(file);
   if (!('preset' in scenario.model)) throw new BenchUsageError(`${file}: the bench makes the scenario's preset model; this scenario names a folder`);
   const { config, tokenizer } = presetModel(scenario, file);
-  const backend = await openBackend(scenario.backend);
+  const threads = args.threads === undefined ? undefined : count('threads', args.threads);
+  const backend = await openBackend(scenario.backend, () => {}, threads);
   // each tensor's values drawn once a 65,536 and repeated: the shapes (and so the time) of the scenario's model, in seconds
   const model = LlamaModel.upload(backend, config, randomModel(config, scenario.model.seed, 65_536));
   const parts = { config, tokenizer, maxContext: model.maxContext, model };
@@ -132,6 +136,7 @@ async function oneStep(budget: BatchTokensSetting): Promise<StepResult> {
   const used = process.cpuUsage(started.cpu);
   const result: StepResult = {
     budget: String(budget),
+    threads: backend instanceof CpuBackend ? backend.threadCount : null,
     described: core.budget.described,
     phases: { proposals: proposed.phase, answers: answered.phase, train: train.phase, checkpoint: checkpoint.phase },
     stepS: (performance.now() - started.wall) / 1000,
@@ -147,7 +152,7 @@ if (args.child !== undefined) {
   console.log(JSON.stringify(await oneStep(budgetOf(args.child))));
 } else {
   const script = fileURLToPath(import.meta.url);
-  const passed = ['--scenario', args.scenario!, '--proposals', args.proposals!, '--answers', args.answers!];
+  const passed = ['--scenario', args.scenario!, '--proposals', args.proposals!, '--answers', args.answers!, ...(args.threads === undefined ? [] : ['--threads', args.threads])];
   const results: StepResult[] = [];
   for (const budget of args.budgets!.split(',')) {
     budgetOf(budget); // a bad value is named before any child runs
@@ -157,10 +162,10 @@ if (args.child !== undefined) {
     results.push(JSON.parse(child.stdout.trim().split('\n').at(-1)!) as StepResult);
   }
   const f = (x: number, digits = 0) => x.toFixed(digits).padStart(7);
-  console.log('\nbudget      proposals s (cpu)   answers s (cpu)    train s (cpu)   checkpoint s   step s (cpu)   peak RSS GiB   100 steps h');
+  console.log('\nbudget     threads  proposals s (cpu)   answers s (cpu)    train s (cpu)   checkpoint s   step s (cpu)   peak RSS GiB   100 steps h');
   for (const r of results) {
     const p = r.phases;
-    console.log(`${r.budget.padEnd(10)} ${f(p.proposals.wallS)} (${f(p.proposals.cpuS)}) ${f(p.answers.wallS)} (${f(p.answers.cpuS)}) ${f(p.train.wallS)} (${f(p.train.cpuS)}) ${f(p.checkpoint.wallS, 1)}      ${f(r.stepS)} (${f(r.stepCpuS)}) ${f(r.peakRssGiB, 2)}        ${f((100 * r.stepS) / 3600, 1)}`);
+    console.log(`${r.budget.padEnd(10)} ${String(r.threads ?? '-').padStart(7)} ${f(p.proposals.wallS)} (${f(p.proposals.cpuS)}) ${f(p.answers.wallS)} (${f(p.answers.cpuS)}) ${f(p.train.wallS)} (${f(p.train.cpuS)}) ${f(p.checkpoint.wallS, 1)}      ${f(r.stepS)} (${f(r.stepCpuS)}) ${f(r.peakRssGiB, 2)}        ${f((100 * r.stepS) / 3600, 1)}`);
   }
   const out = { what: 'one step of scenarios/scale/qwen2.5-0.5b.yaml at the engine (bench/scale-step.ts), each budget in a process of its own', machine: `${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), load average ${loadavg().map((l) => l.toFixed(1)).join(' ')} at the end`, command: process.argv.slice(1).join(' '), results };
   mkdirSync(dirname(args.out!), { recursive: true });
