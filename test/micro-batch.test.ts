@@ -56,11 +56,15 @@ describe('micro-batches', () => {
 
   it('take their budget from the setting, or from the memory there is within the device\'s binding', () => {
     const backend = { maxBindingBytes: Infinity };
-    expect(resolveBudget(64, config, backend)).toMatchObject({ generationTokens: 64, trainingTokens: 64 });
     expect(resolveBudget('unbounded', config, backend)).toMatchObject({ generationTokens: Infinity, trainingTokens: Infinity });
     // qwen2-tiny: a KV position is 2 layers × 2 × 32 values (512 bytes); a training token 2·(4·64 + 2·64 + 2·32 + 3·128) + 2·96 + 64 values
+    const trainingTokenBytes = (2 * (4 * 64 + 2 * 64 + 2 * 32 + 3 * 128) + 2 * 96 + 64) * 4;
+    // a number: that many training tokens, and generation's KV cache in the same memory (within a binding)
+    expect(resolveBudget(64, config, backend)).toMatchObject({ generationTokens: Math.floor((64 * trainingTokenBytes) / 512), trainingTokens: 64 });
+    expect(resolveBudget(64, config, { maxBindingBytes: 256 * 100 }).generationTokens).toBe(100); // the keys of 100 positions (2 layers × 32 values) fill the binding
+    expect(resolveBudget(64, config, { maxBindingBytes: 256 }).generationTokens).toBe(64); // never fewer positions than training tokens
     const auto = resolveBudget('auto', config, backend, 2 ** 20);
-    expect(auto).toMatchObject({ generationTokens: 2 ** 19 / 512, trainingTokens: Math.floor(2 ** 19 / ((2 * (4 * 64 + 2 * 64 + 2 * 32 + 3 * 128) + 2 * 96 + 64) * 4)) });
+    expect(auto).toMatchObject({ generationTokens: 2 ** 19 / 512, trainingTokens: Math.floor(2 ** 19 / trainingTokenBytes) });
     expect(resolveBudget('auto', config, { maxBindingBytes: 128 * 4 * 10 }, 2 ** 30).trainingTokens).toBe(10); // ten rows of the widest activation (the MLP's 128) in a binding
     expect(() => resolveBudget(0, config, backend)).toThrow(/batchTokens must be a whole number >= 1/);
   });

@@ -4,6 +4,9 @@
 //               prompt + maxTokens among them: the cache is rectangular); its prefill runs in chunks.
 //   training:   a micro-batch's forward keeps the activations of `trainingTokens` tokens at most for its backward.
 // A sequence longer than the budget makes a micro-batch of its own: a budget of 1 means one sequence at a time.
+// A number N is the memory of N training tokens: training's micro-batches hold N tokens, generation's a KV cache
+// of as many positions as fit that memory (a position costs ~130x less than a training token at 0.5B: a budget
+// of N KV positions would decode 1024-token budgets one sequence at a time).
 //
 // The budget is a machine setting, not part of the experiment: the kernels are batch-invariant, a token's draw is
 // keyed by (seed, request id, position), and training sums each sample's gradient on its own and adds them up in
@@ -56,14 +59,16 @@ const widestRow = (c: LlamaConfig) => Math.max(c.vocabSize, c.intermediateSize, 
 /** The budget a setting gives on this backend and model; `available` is the machine's free memory in bytes. */
 export function resolveBudget(setting: BatchTokensSetting, config: LlamaConfig, backend: Pick<Backend, 'maxBindingBytes'>, available = freemem()): MicroBatchBudget {
   if (setting === 'unbounded') return { generationTokens: Infinity, trainingTokens: Infinity, described: 'unbounded (each phase in one batch)' };
+  const kvPerBinding = Math.floor(backend.maxBindingBytes / (kvBytesPerToken(config) / 2)); // the keys (or values) of every layer are one tensor
   if (typeof setting === 'number') {
     if (!Number.isInteger(setting) || setting < 1) throw new RangeError(`batchTokens must be a whole number >= 1, auto or unbounded (got ${setting})`);
-    const gib = (setting * trainingBytesPerToken(config)) / 2 ** 30;
-    return { generationTokens: setting, trainingTokens: setting, described: `${setting} tokens a micro-batch (training holds up to ${gib.toFixed(gib < 10 ? 2 : 0)} GiB of activations for them)` };
+    const bytes = setting * trainingBytesPerToken(config);
+    const generationTokens = Math.max(setting, Math.min(Math.floor(bytes / kvBytesPerToken(config)), kvPerBinding));
+    const gib = bytes / 2 ** 30;
+    return { generationTokens, trainingTokens: setting, described: `${setting} tokens a training micro-batch (up to ${gib.toFixed(gib < 10 ? 2 : 0)} GiB of activations), ${generationTokens} KV positions a generation one` };
   }
   const bytes = AUTO_MEMORY_SHARE * available;
   const rowsPerBinding = Math.floor(backend.maxBindingBytes / (widestRow(config) * F32));
-  const kvPerBinding = Math.floor(backend.maxBindingBytes / (kvBytesPerToken(config) / 2)); // the keys (or values) of every layer are one tensor
   const generationTokens = Math.max(1, Math.min(Math.floor(bytes / kvBytesPerToken(config)), kvPerBinding));
   const trainingTokens = Math.max(1, Math.min(Math.floor(bytes / trainingBytesPerToken(config)), rowsPerBinding));
   const gib = (n: number) => `${(n / 2 ** 30).toFixed(1)} GiB`;
