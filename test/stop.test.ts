@@ -103,7 +103,7 @@ describe('populora run and two signals', () => {
     const output = { stdout: '', stderr: '' };
     const seen = (stream: 'stdout' | 'stderr', text: string) => new Promise<void>((resolve) => child[stream].on('data', (chunk) => ((output[stream] += chunk), output[stream].includes(text) && resolve())));
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-    await seen('stdout', 'micro-batches: 64 tokens a micro-batch'); // set up: step 0 begins
+    await seen('stdout', 'micro-batches: 64 tokens a training micro-batch'); // set up: step 0 begins
     child.kill('SIGTERM');
     await seen('stderr', 'SIGTERM: finishing the step in progress, then saving a checkpoint and stopping (SIGTERM again stops at once)');
     child.kill('SIGINT');
