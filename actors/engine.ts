@@ -27,7 +27,8 @@ export interface EngineConfig {
   seed: number; // sampling seed (u32); with the request id and position it keys each token's draw
   temperature: number;
   topP: number;
-  maxTokens: number;
+  maxTokens: number; // a proposal's budget
+  answerMaxTokens: number; // an answer's (format answer/…)
   advantageGroups: AdvantageGroups;
   advantageScaling: AdvantageScaling;
   // rl.maskedLogProbs: each completion is trained as the distribution it was sampled from, renormalised over the
@@ -91,7 +92,7 @@ export class EngineService implements Service {
       requestId: q.requestId,
       prompt: tokenizer.encodePrompt(q.prompt),
       adapter: q.slot,
-      maxTokens: this.config.maxTokens,
+      maxTokens: q.format.startsWith('answer/') ? this.config.answerMaxTokens : this.config.maxTokens,
       seed: this.config.seed,
       temperature: q.greedy ? 0 : this.config.temperature,
       topP: this.config.topP,
@@ -139,7 +140,7 @@ export class EngineService implements Service {
     if (!training) return undefined;
     if (!this.masks.has(sequence.format)) this.masks.set(sequence.format, training.maskOf(sequence.format));
     const mask = this.masks.get(sequence.format);
-    return mask ? { start: sequence.promptLength, masks: completionMasks(mask, training.vocab, sequence.tokens.slice(sequence.promptLength), this.config.maxTokens) } : undefined;
+    return mask ? { start: sequence.promptLength, masks: completionMasks(mask, training.vocab, sequence.tokens.slice(sequence.promptLength), sequence.format.startsWith('answer/') ? this.config.answerMaxTokens : this.config.maxTokens) } : undefined;
   }
 
   /** Each child is made in its slot from its parents' slots (src/engine/core.ts). */
