@@ -7,11 +7,14 @@
 // Advantages are normalised per (role, task type) over the whole population before the update (AZR's
 // task-relative REINFORCE++), so the engine is where every sample of a step meets.
 
+import type { FormatName, TokenMask } from '../src/domains/domain.js';
 import type { ChildSpec, EngineCore } from '../src/engine/core.js';
 import type { CrossoverKind } from '../src/evolution/operators.js';
 import type { GenerationRequest } from '../src/model/generate.js';
 import type { TextTokenizer } from '../src/model/tokenizer.js';
-import { groupAdvantages } from '../src/train/advantages.js';
+import type { TokenTexts } from '../src/model/token-texts.js';
+import { advantageGroup, groupAdvantages, type AdvantageGroups, type AdvantageScaling } from '../src/train/advantages.js';
+import { completionMasks } from '../src/train/grammar-policy.js';
 import type { RlSample } from '../src/train/steps.js';
 import { delivery, type Address, type Delivery, type Handler, type Service, type World } from '../src/runtime/world.js';
 import { ENGINE, groupBy, type GenerateItem, type GenerateRequest, type Generated, type GeneratedItem, type TrainingSample } from './protocol.js';
@@ -26,7 +29,11 @@ export interface EngineConfig {
   topP: number;
   maxTokens: number; // a proposal's budget
   answerMaxTokens: number; // an answer's (format answer/…)
-  advantageGroups: 'role-and-task' | 'role' | 'none';
+  advantageGroups: AdvantageGroups;
+  advantageScaling: AdvantageScaling;
+  // rl.maskedLogProbs: each completion is trained as the distribution it was sampled from, renormalised over the
+  // tokens its format's grammar allowed (src/train/grammar-policy.ts); null: over the whole vocabulary
+  grammarTraining: { vocab: TokenTexts; maskOf: (format: FormatName) => TokenMask | null } | null;
 }
 
 export type EngineState = null;
@@ -48,7 +55,8 @@ export class EngineService implements Service {
   private readonly generations: Array<GenerateItem & { replyTo: Address<Generated> }> = [];
   private readonly samples: TrainingSample[] = [];
   private readonly evolutions: EvolveRequest[] = [];
-  private readonly sequences = new Map<number, { tokens: number[]; promptLength: number; slot: number }>(); // this step's generations, by request id
+  private readonly sequences = new Map<number, { tokens: number[]; promptLength: number; slot: number; format: FormatName }>(); // this step's generations, by request id
+  private readonly masks = new Map<FormatName, TokenMask | null>(); // grammarTraining's, by format
 
   /** `core` does the work: the model in this process, or engine workers (src/engine/core.ts). */
   constructor(
@@ -92,7 +100,7 @@ export class EngineService implements Service {
     }));
     const results = await this.core.generate(requests, queued.map((q) => q.format));
     results.forEach((result, i) => {
-      if (!queued[i]!.greedy) this.sequences.set(result.requestId, { tokens: [...requests[i]!.prompt, ...result.tokens], promptLength: requests[i]!.prompt.length, slot: requests[i]!.adapter }); // evaluations are never trained on
+      if (!queued[i]!.greedy) this.sequences.set(result.requestId, { tokens: [...requests[i]!.prompt, ...result.tokens], promptLength: requests[i]!.prompt.length, slot: requests[i]!.adapter, format: queued[i]!.format }); // evaluations are never trained on
     });
     const items = results.map((result, i): GeneratedItem & { replyTo: Address<Generated> } => ({ replyTo: queued[i]!.replyTo, requestId: result.requestId, text: tokenizer.decode(result.tokens) })); // whole: byte-level tokens may split a character
     return [...groupBy(items, (item) => item.replyTo)].map(([to, group]) => {
@@ -102,12 +110,20 @@ export class EngineService implements Service {
   }
 
   private async train(samples: TrainingSample[]) {
-    const groupOf = (s: TrainingSample) => (this.config.advantageGroups === 'none' ? 'all' : this.config.advantageGroups === 'role' ? s.role : `${s.role}/${s.taskType}`);
-    const advantages = groupAdvantages(samples.map((s) => s.reward), samples.map(groupOf));
-    const rlSamples: RlSample[] = samples.map((s, i) => {
+    const sequenceOf = (s: TrainingSample) => {
       const sequence = this.sequences.get(s.requestId);
       if (!sequence) throw new Error(`a training sample for request ${s.requestId}, which this step did not generate`);
-      return { tokens: sequence.tokens, adapter: sequence.slot, promptLength: sequence.promptLength, advantage: advantages[i]! };
+      return sequence;
+    };
+    const groupOf = (s: TrainingSample) => {
+      const { slot, tokens, promptLength } = sequenceOf(s);
+      return advantageGroup(this.config.advantageGroups, { role: s.role, taskType: s.taskType, slot, task: tokens.slice(0, promptLength).join(',') });
+    };
+    const advantages = groupAdvantages(samples.map((s) => s.reward), samples.map(groupOf), this.config.advantageScaling);
+    const rlSamples: RlSample[] = samples.map((s, i) => {
+      const sequence = sequenceOf(s);
+      const allowed = this.allowedTokens(sequence);
+      return { tokens: sequence.tokens, adapter: sequence.slot, promptLength: sequence.promptLength, advantage: advantages[i]!, ...(allowed ? { allowed } : {}) };
     });
     this.sequences.clear(); // a step's generations are trained on once, in its learn phase
     const { perSample, gradNorms } = await this.core.train(rlSamples);
@@ -116,6 +132,15 @@ export class EngineService implements Service {
     const loss = perSample.reduce((sum, s) => sum + s.loss, 0);
     const entropyMean = perSample.reduce((sum, s) => sum + s.entropy, 0) / Math.max(trainedTokens, 1);
     return { loss, entropyMean, trainedTokens, gradNorms: Object.fromEntries(gradNorms) };
+  }
+
+  /** Under grammarTraining, the masks a sequence's completion was sampled under; else undefined (the whole vocabulary). */
+  private allowedTokens(sequence: { tokens: number[]; promptLength: number; format: FormatName }) {
+    const training = this.config.grammarTraining;
+    if (!training) return undefined;
+    if (!this.masks.has(sequence.format)) this.masks.set(sequence.format, training.maskOf(sequence.format));
+    const mask = this.masks.get(sequence.format);
+    return mask ? { start: sequence.promptLength, masks: completionMasks(mask, training.vocab, sequence.tokens.slice(sequence.promptLength), sequence.format.startsWith('answer/') ? this.config.answerMaxTokens : this.config.maxTokens) } : undefined;
   }
 
   /** Each child is made in its slot from its parents' slots (src/engine/core.ts). */

@@ -45,6 +45,19 @@ describe('the held-out set', () => {
     expect(heldOutTasks(1, 200).every((t) => t.type === 'deduce')).toBe(true);
     expect(heldOutTasks(2, 5)).not.toEqual(heldOutTasks(1, 5));
   });
+
+  it('splits into a validation and a test part, pairs of positions alternating, that score the whole set between them', async () => {
+    const [all, validation, test] = [heldOutTasks(1, 200), heldOutTasks(1, 100, 'validation'), heldOutTasks(1, 100, 'test')];
+    expect(validation).toEqual(all.filter((_, i) => i % 4 < 2));
+    expect(test).toEqual(all.filter((_, i) => i % 4 >= 2));
+    expect(heldOutTasks(1, 200, 'all')).toEqual(all);
+    expect(heldOutTasks(1, 30, 'validation')).toEqual(validation.slice(0, 30)); // a smaller part is a prefix of a larger one
+    const { config, weights, tokenizerFile } = loadModel(MODEL);
+    const model = LlamaModel.upload(new CpuBackend(), config, weights);
+    const score = (tasks: typeof all) => deduceSolveRate(model, loadTokenizer(tokenizerFile!), tasks);
+    const [onValidation, onTest] = [await score(validation), await score(test)];
+    expect((onValidation + onTest) / 2).toBeCloseTo(await baseModelScore(200), 12); // two halves of the 200
+  });
 });
 
 describe('a run with a held-out evaluation', () => {
@@ -69,6 +82,15 @@ describe('a run with a held-out evaluation', () => {
     expect(metrics.at(-1)!.evolution.length).toBeGreaterThan(0); // evolution at the last step waited for the evaluation, then happened
     const summary = JSON.parse(readFileSync(join(outDir, 'summary.json'), 'utf8')) as { last: StepMetrics };
     expect(summary.last.heldOut).toEqual(metrics.at(-1)!.heldOut);
+  });
+});
+
+describe('evaluation.part in a scenario', () => {
+  const text = (evaluation: string) => `name: part\nseed: 1\nsteps: 1\nbackend: cpu\nmodel: { path: ${MODEL} }\npopulation: { subpopulations: 2 }\nevaluation: ${evaluation}\n`;
+  it('names a part, is absent when not given, and a bad one is refused naming the field and the parts', () => {
+    expect(parseScenario(text('{ tasks: 20, part: test }'), 'p.yaml').evaluation).toEqual({ tasks: 20, every: 0, seed: 1, part: 'test' });
+    expect('part' in parseScenario(text('{ tasks: 20 }'), 'p.yaml').evaluation!).toBe(false);
+    expect(() => parseScenario(text('{ part: train }'), 'p.yaml')).toThrow(/^p\.yaml: field "evaluation\.part": expected one of all, validation, test$/);
   });
 });
 

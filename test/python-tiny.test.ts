@@ -42,6 +42,22 @@ describe('the code domain\'s held-out set', () => {
     expect(new Set(a.map((t) => t.type))).toEqual(new Set(['code_o', 'code_i']));
     expect(() => heldOutTasks(1, 401)).toThrow(/^field "evaluation\.tasks": the python domain has 400 held-out tasks; ask for at most 400$/);
   });
+
+  it('splits into a validation and a test part: each a program\'s code_o and code_i tasks, 100 programs a part', () => {
+    const all = heldOutTasks(1, 400);
+    const [validation, test] = [heldOutTasks(1, 200, 'validation'), heldOutTasks(1, 200, 'test')];
+    expect(validation).toEqual(all.filter((_, i) => i % 4 < 2));
+    expect(test).toEqual(all.filter((_, i) => i % 4 >= 2));
+    for (const part of [validation, test]) {
+      expect(part.filter((t) => t.type === 'code_o')).toHaveLength(100);
+      expect(new Set(part.map((t) => t.program)).size).toBe(100);
+    }
+    const testPrograms = new Set(test.map((t) => t.program));
+    expect(validation.some((t) => testPrograms.has(t.program))).toBe(false);
+    const sample = heldOutTasks(7, 50, 'test');
+    expect(sample.every((t) => test.includes(t))).toBe(true);
+    expect(() => heldOutTasks(1, 201, 'validation')).toThrow(/^field "evaluation\.tasks": the python domain has 200 held-out tasks in its validation part; ask for at most 200$/);
+  });
 });
 
 describe('models/python-tiny', () => {

@@ -3,7 +3,7 @@
 import type { ModelWeights } from '../src/model/checkpoint.js';
 import type { LlamaConfig } from '../src/model/config.js';
 import { ropeInverseFrequencies } from '../src/model/config.js';
-import type { LoraModule } from '../src/model/peft.js';
+import { loraModuleShape, loraScale, type LoraAdapter, type LoraModule } from '../src/model/peft.js';
 
 type Matrix = Float64Array; // row-major
 /** Added to the named weight of the given layer before use: [out, in]. */
@@ -95,4 +95,19 @@ export function maxAbs(a: ArrayLike<number>): number {
   let m = 0;
   for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]!));
   return m;
+}
+
+/** scale·B·A in float64 for every module the adapter targets, with one factor optionally replaced. */
+export function loraDelta64(c: LlamaConfig, adapter: LoraAdapter, replace?: { layer: number; module: LoraModule; factor: 'a' | 'b'; values: Float64Array }): DeltaFn {
+  return (layer, module) => {
+    const f = adapter.layers[layer]![module];
+    if (!f) return undefined;
+    const swap = (name: 'a' | 'b') => (replace && replace.layer === layer && replace.module === module && replace.factor === name ? replace.values : f[name]);
+    const [a, b] = [swap('a'), swap('b')];
+    const { inFeatures: K, outFeatures: N } = loraModuleShape(c, module);
+    const r = adapter.rank;
+    const delta = new Float64Array(N * K);
+    for (let n = 0; n < N; n++) for (let j = 0; j < r; j++) for (let k = 0; k < K; k++) delta[n * K + k] = delta[n * K + k]! + loraScale(adapter) * b[n * r + j]! * a[j * K + k]!;
+    return delta;
+  };
 }

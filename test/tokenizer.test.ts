@@ -180,7 +180,7 @@ describe('the shipped models/arith-tiny after its tokenizer.json gained the post
 
   it('encodes every prompt the engine and pretraining send exactly as the hand-prepended <bos> did', () => {
     const rng = new Streams(7).stream('prompts');
-    const prompts = [...ARITH_TASK_TYPES.map(proposalPrompt), ...Array.from({ length: 300 }, () => corpusExample(rng, arithCorpusSchema.parse(card.corpus))).flatMap((e) => [e.prompt, e.prompt + e.completion])];
+    const prompts = [...ARITH_TASK_TYPES.map((type) => proposalPrompt(type)), ...Array.from({ length: 300 }, () => corpusExample(rng, arithCorpusSchema.parse(card.corpus))).flatMap((e) => [e.prompt, e.prompt + e.completion])];
     const python = characterTokenizer(Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).join('') + '\n\t', 'printable ASCII').tokenizer;
     for (const text of prompts) {
       expect(shipped.encodePrompt(text)).toEqual([1, ...shipped.encode(text)]);

@@ -8,12 +8,12 @@ import { randomModel, type HostTensor, type ModelWeights } from '../src/model/ch
 import { TINY_CONFIGS, type LlamaConfig } from '../src/model/config.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { LoraBank } from '../src/model/lora-bank.js';
-import { loraModuleShape, loraScale, LORA_MODULES, randomAdapter, type LoraAdapter, type LoraModule } from '../src/model/peft.js';
+import { LORA_MODULES, randomAdapter, type LoraAdapter, type LoraModule } from '../src/model/peft.js';
 import { packSequences, type TrainSequence } from '../src/train/batch.js';
 import { LlamaTrainer, loraGradKey, type Gradients } from '../src/train/llama-backward.js';
 import { logLikelihoodWeights } from '../src/train/objective.js';
 import { gradientsOf } from '../src/train/steps.js';
-import { maxAbs, maxAbsDiff, referenceLogits, type DeltaFn } from './reference-llama.js';
+import { loraDelta64, maxAbs, maxAbsDiff, referenceLogits, type DeltaFn } from './reference-llama.js';
 import { gpu } from './webgpu.js';
 
 const cpu = new CpuBackend();
@@ -31,21 +31,6 @@ function logLikelihood64(c: LlamaConfig, w: ModelWeights, tokens: number[], delt
     total += row[tokens[t]!]! - logZ;
   }
   return total;
-}
-
-/** scale·B·A in float64 for every module the adapter targets, with one factor optionally replaced. */
-function loraDelta64(c: LlamaConfig, adapter: LoraAdapter, replace?: { layer: number; module: LoraModule; factor: 'a' | 'b'; values: Float64Array }): DeltaFn {
-  return (layer, module) => {
-    const f = adapter.layers[layer]![module];
-    if (!f) return undefined;
-    const swap = (name: 'a' | 'b') => (replace && replace.layer === layer && replace.module === module && replace.factor === name ? replace.values : f[name]);
-    const [a, b] = [swap('a'), swap('b')];
-    const { inFeatures: K, outFeatures: N } = loraModuleShape(c, module);
-    const r = adapter.rank;
-    const delta = new Float64Array(N * K);
-    for (let n = 0; n < N; n++) for (let j = 0; j < r; j++) for (let k = 0; k < K; k++) delta[n * K + k] = delta[n * K + k]! + loraScale(adapter) * b[n * r + j]! * a[j * K + k]!;
-    return delta;
-  };
 }
 
 function tokensOf(c: LlamaConfig, n: number, seed: string): number[] {

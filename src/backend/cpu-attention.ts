@@ -53,7 +53,7 @@ export function attention(q: Tensor, cache: KvCache, layer: number, slots: Tenso
   if (kAt === undefined || vAt === undefined || heads % kvHeads !== 0) return attentionReference(q, cache, layer, slots, positions, heads);
   const T = s.length;
   const hdPad = roundUp(hd, 8);
-  const longest = Math.max(0, ...p) + 1;
+  const longest = p.reduce((a, b) => Math.max(a, b), 0) + 1; // not Math.max(...p): a prompt phase has a position per token, past the argument limit
   const scoresBytes = (longest + 1) * 8;
   const staged = stage([qs.length * 8, threads.count * scoresBytes, T * heads * hdPad * 4], home);
   if (!staged) return attentionReference(q, cache, layer, slots, positions, heads);

@@ -100,6 +100,7 @@ export interface Domain {
   alphabet: string; // the characters a preset model's character-level tokenizer covers
   presetContext: number; // the context a preset model gets at least (prompts with programs are long)
   seedReferences: readonly Task[]; // a teacher's reference buffer starts with these (none: prompts show no references)
+  referencesOptIn?: boolean; // its prompts show references only when a scenario asks (tasks.referenceBuffer: true)
   prompts: PromptCatalog | null; // null: the domain writes fixed prompts (a scenario's `prompts` is refused)
   proposalPrompt(type: TaskType, references: readonly Task[], prompts: PromptSet | null): ProposalPrompt;
   solvePrompt(task: Task, prompts: PromptSet | null): string;
@@ -114,11 +115,32 @@ export interface Domain {
   tokenBudgetHint: number; // a `sampling.maxTokens` that leaves room for real tasks (named when the budget is too small)
   verifierPool(workers: number, settings: VerifierSettings): VerifierPool;
   commands?: readonly DomainCommand[];
-  /** A fixed set of tasks for the held-out evaluation, the same for every run given the seed; absent: none. */
-  heldOutTasks?(seed: number, count: number): Task[];
+  /**
+   * A fixed set of `count` tasks for the held-out evaluation, the same for every run given the seed, from one part
+   * of the domain's held-out tasks (heldOutPart); absent: none.
+   */
+  heldOutTasks?(seed: number, count: number, part?: HeldOutPart): Task[];
   /** How `populora pretrain` trains a base model on this domain's text; absent: it cannot. */
   pretraining?: DomainPretraining;
 }
+
+/**
+ * The parts of a domain's held-out tasks, for an honest selection of settings: settings are chosen on `validation`,
+ * and `test` is scored only for the final comparison of the chosen ones; `all` is both (the whole set).
+ */
+export const HELD_OUT_PARTS = ['all', 'validation', 'test'] as const;
+export type HeldOutPart = (typeof HELD_OUT_PARTS)[number];
+
+/**
+ * The part the task at `position` of a domain's held-out sequence belongs to: positions 4k and 4k+1 to validation,
+ * 4k+2 and 4k+3 to test. In pairs, because the code domain's set holds each program twice, a code_o then a code_i
+ * task (a program's two tasks stay in one part, and each part gets as many of either type); the sequences are in a
+ * random order already (drawn from a seeded stream, or a seeded pool), so a fixed pattern splits them at random.
+ */
+export const heldOutPart = (position: number): Exclude<HeldOutPart, 'all'> => (Math.floor(position / 2) % 2 === 0 ? 'validation' : 'test');
+
+/** Whether the task at `position` of a held-out sequence is in `part`. */
+export const inHeldOutPart = (position: number, part: HeldOutPart) => part === 'all' || heldOutPart(position) === part;
 
 /**
  * What makes two tasks the same question: their fields, in the order the domain's validation writes them (a

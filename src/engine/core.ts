@@ -78,7 +78,7 @@ export interface CoreSettings {
   domain: Domain; // its token masks constrain the generations
   vocab: TokenTexts;
   rl: PolicyGradientOptions;
-  optimizer: { lr: number; maxGradNorm: number };
+  optimizer: { lr: number; maxGradNorm: number; weightDecay?: number };
   lora: { rank: number; modules: readonly LoraModule[] };
   evolutionThreads: number; // > 1: the SVD crossover's factorisations on a worker pool (the same children)
   operators?: { mutate: ChildMaker | null; crossover: ChildMaker | null }; // plug-in operators (src/evolution/registry.ts), run on the host

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { MAX_CONTEXT } from '../backend/backend.js';
-import type { Domain } from '../domains/domain.js';
+import { HELD_OUT_PARTS, type Domain } from '../domains/domain.js';
 import { DEFAULT_DOMAIN, domainNamed, domainNames, isDomain } from '../domains/index.js';
 import { promptSet, resolvePrompts, TemplateError, type ScenarioPrompts } from '../domains/prompts.js';
 import { loadConfig } from '../model/checkpoint.js';
@@ -24,6 +24,7 @@ import { isPluginReference, pluginRecordsSchema } from './plugin-fields.js';
 import { ScenarioError } from './errors.js';
 import { loadScenarioPlugins, withPluginRecords } from './plugins.js';
 import { characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
+import { ADVANTAGE_GROUPS } from '../train/advantages.js';
 import { trainingBytesPerToken } from '../engine/budget.js';
 import { int } from './fields.js';
 
@@ -150,6 +151,9 @@ export const scenarioSchema = z.strictObject({
     perTeacher: int(1, LIMITS.perTeacher).default(2), // proposals per teacher per task type per step
     types: z.array(z.string({ error: 'expected a task type name' })).min(1).optional(), // default: all of the domain's
     references: int(0, LIMITS.references).default(3), // reference tasks in a teacher's prompt (domains that use them)
+    // whether teachers' prompts show `references` tasks of their buffer (AZR's: the domain's seed tasks, then their
+    // own valid proposals); absent: the domain's default (the code domain's prompts do, the arithmetic toy's do not)
+    referenceBuffer: z.boolean({ error: 'expected true or false' }).optional(),
     fuel: int(1000, LIMITS.fuel).default(100_000), // verifiers that run programs: steps a program may take per run (lines and jumps)
     guardMs: int(100, LIMITS.guardMs).default(5_000), // such verifiers' wall-clock safety net per job; when it fires, a fault, never a verdict
   }).prefault({}),
@@ -179,7 +183,15 @@ export const scenarioSchema = z.strictObject({
     entropyCoef: z.number().min(0).default(0.001),
     maxGradNorm: positive.default(1),
     reduction: z.enum(['token', 'sequence']).default('token'),
-    advantageGroups: z.enum(['role-and-task', 'role', 'none']).default('role-and-task'),
+    advantageGroups: z.enum(ADVANTAGE_GROUPS, { error: `expected one of ${ADVANTAGE_GROUPS.join(', ')}` }).default('role-and-task'), // src/train/advantages.ts
+    // Remedies for self-play that forgets (docs/science.md). Absent, each is off, and a scenario without them
+    // resolves as before. maskedLogProbs: train each completion as the distribution it was sampled from,
+    // renormalised over the tokens its grammar allowed (src/train/grammar-policy.ts), not the whole vocabulary.
+    maskedLogProbs: z.boolean({ error: 'expected true or false' }).optional(),
+    // advantageScaling: whiten (the default: (r - mean) / std in each group) or center (r - mean, Dr. GRPO's).
+    // weightDecay: AdamW's decoupled decay of the LoRA factors toward 0, the base model's own weights (default 0)
+    advantageScaling: z.enum(['whiten', 'center'], { error: 'expected whiten or center' }).optional(),
+    weightDecay: z.number({ error: 'expected a number' }).min(0, { error: 'expected a number >= 0' }).optional(),
   }).prefault({}),
   rating: builtInOrPlugin('system', z.discriminatedUnion('system', [
     z.strictObject({
@@ -256,6 +268,10 @@ export const scenarioSchema = z.strictObject({
     tasks: int(1, LIMITS.heldOutTasks).default(200),
     every: int(0).default(0),
     seed: int(0).default(1),
+    // which part of the held-out tasks (src/domains/domain.ts, heldOutPart): settings are chosen on validation,
+    // and the chosen ones scored once on test; absent: all, the whole set (absent, so that a scenario written
+    // before parts existed resolves as it did)
+    part: z.enum(HELD_OUT_PARTS, { error: `expected one of ${HELD_OUT_PARTS.join(', ')}` }).optional(),
   }).optional(),
 });
 
@@ -330,6 +346,7 @@ export function scenarioFrom(raw: unknown, file: string, options: ScenarioOption
   const { policy, options: policyOptions } = parsed.matchmaking;
   const unmet = matchPolicy(policy).requirement?.(parsed.population);
   if (unmet) throw new ScenarioError(`${file}: field "${unmet.field}": ${unmet.message}`);
+  if (parsed.rl.maskedLogProbs && !domain.tokenMask) throw new ScenarioError(`${file}: field "rl.maskedLogProbs": the ${domain.name} domain samples without a grammar, so there is nothing to renormalise over; remove it`);
   if (parsed.evaluation && !domain.heldOutTasks) throw new ScenarioError(`${file}: field "evaluation": the ${domain.name} domain has no held-out task set; remove "evaluation"`);
   const studentsPerTask = parsed.matchmaking.studentsPerTask ?? Math.min(2, matchPolicy(policy).reach(parsed.population));
   const model = 'path' in parsed.model ? { ...parsed.model, path: modelFolder(parsed.model.path, file, options.relativeTo ?? process.cwd()) } : parsed.model;

@@ -13,7 +13,7 @@ import { adapterName, populationManagerHandler, type MemberRecord, type Populati
 import { studentHandler, type StudentState } from '../../actors/student.js';
 import { teacherHandler, type TeacherState } from '../../actors/teacher.js';
 import { VerifierService } from '../../actors/verifier.js';
-import { heldOutIndex, type VerifierPool } from '../domains/domain.js';
+import { heldOutIndex, type FormatName, type VerifierPool } from '../domains/domain.js';
 import { domainNamed } from '../domains/index.js';
 import { promptSet } from '../domains/prompts.js';
 import { matchPolicy } from '../matchmaking/index.js';
@@ -105,7 +105,7 @@ export function coreSettings(scenario: Scenario, parts: ModelInfo): CoreSettings
     domain: domainNamed(scenario.domain),
     vocab: tokenTexts(parts.tokenizer, parts.config.vocabSize),
     rl: { reduction: rl.reduction, klCoef: rl.klCoef, entropyCoef: rl.entropyCoef },
-    optimizer: { lr: rl.lr, maxGradNorm: rl.maxGradNorm },
+    optimizer: { lr: rl.lr, maxGradNorm: rl.maxGradNorm, ...(rl.weightDecay === undefined ? {} : { weightDecay: rl.weightDecay }) },
     lora: { rank: population.lora.rank, modules: population.lora.modules },
     evolutionThreads: threadCount(evolution.threads),
     operators: {
@@ -144,7 +144,9 @@ export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: Engi
   const members = planMembers(scenario);
   const { sampling, rl } = scenario;
   const domain = domainNamed(scenario.domain);
-  const engine = new EngineService(core, { tokenizer: parts.tokenizer, eos: tokenTexts(parts.tokenizer, parts.config.vocabSize).eos, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, answerMaxTokens: sampling.answerMaxTokens ?? sampling.maxTokens, advantageGroups: rl.advantageGroups });
+  const vocab = tokenTexts(parts.tokenizer, parts.config.vocabSize);
+  const grammarTraining = rl.maskedLogProbs && domain.tokenMask ? { vocab, maskOf: (format: FormatName) => domain.tokenMask!(format, vocab) } : null;
+  const engine = new EngineService(core, { tokenizer: parts.tokenizer, eos: vocab.eos, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, answerMaxTokens: sampling.answerMaxTokens ?? sampling.maxTokens, advantageGroups: rl.advantageGroups, advantageScaling: rl.advantageScaling ?? 'whiten', grammarTraining });
   const verifier = new VerifierService(pool);
   world.actor(ENGINE, null, engine.handler);
   world.actor(VERIFIER, null, verifier.handler);
@@ -154,7 +156,8 @@ export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: Engi
   const restored = <T>(name: string, initial: T): T => (states?.get(name) as T | undefined) ?? initial;
   const prompts = promptSet(domain, scenario.prompts);
   const promptCharacters = parts.maxContext - sampling.maxTokens - 1; // one token per character at most, after a BOS
-  const shown = domain.seedReferences.length > 0 ? scenario.tasks.references : 0; // a domain without seed references shows none
+  const buffer = scenario.tasks.referenceBuffer ?? !domain.referencesOptIn; // absent: the domain's default
+  const shown = buffer && domain.seedReferences.length > 0 ? scenario.tasks.references : 0; // a domain without seed references shows none
   const rewards = rewardRules(scenario.rewards);
   const teacherConfig = { domain, prompts, taskTypes: scenario.tasks.types, perTeacher: scenario.tasks.perTeacher, references: shown, promptCharacters, rewards };
   const references = shown > 0 ? [...domain.seedReferences] : [];
@@ -165,7 +168,7 @@ export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: Engi
   const ratings = ratingSystem(scenario.rating);
   const policy = matchPolicy(scenario.matchmaking.policy);
   const keepHistory = policy.needsHistory?.(policy.options.parse(scenario.matchmaking.options ?? {})) ?? false;
-  const heldOut = scenario.evaluation && domain.heldOutTasks ? domain.heldOutTasks(scenario.evaluation.seed, scenario.evaluation.tasks) : null;
+  const heldOut = scenario.evaluation && domain.heldOutTasks ? domain.heldOutTasks(scenario.evaluation.seed, scenario.evaluation.tasks, scenario.evaluation.part) : null;
   if (heldOut) world.actor(EVALUATOR, restored<EvaluatorState>(EVALUATOR, initialEvaluatorState()), evaluatorHandler({ domain, prompts, tasks: heldOut }));
   world.actor(MATCHMAKER, restored<MatchmakerState>(MATCHMAKER, { roster: [], offers: [] }), matchmakerHandler({ ...scenario.matchmaking, ratings, heldOutIndex: heldOut ? heldOutIndex(heldOut) : undefined }));
   const records: MemberRecord[] = members.map((m) => ({ ...m, adapter: adapterName(m.id, 0), generation: 0, ...ratings.initial(), rewards: [] }));

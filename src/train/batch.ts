@@ -5,10 +5,12 @@
 //   The last token of a sequence predicts nothing: its target is 0 and its loss weight must be 0.
 
 import { assert } from '../backend/backend.js';
+import { writeForbidden, type AllowedTokens } from './grammar-policy.js';
 
 export interface TrainSequence {
   tokens: readonly number[]; // the whole sequence: prompt, then completion
   adapter: number; // LoRA bank slot, -1 for the base model alone
+  allowed?: AllowedTokens; // the tokens a grammar allowed at some positions: trained as the renormalised distribution (grammar-policy.ts)
 }
 
 export interface PackedBatch {
@@ -19,6 +21,7 @@ export interface PackedBatch {
   targets: Int32Array; // [T]
   sequenceOf: Int32Array; // [T] index of the token's sequence
   starts: number[]; // [sequences] index of each sequence's first token
+  logitBias?: Float32Array; // [T, V]: added to the logits (FORBIDDEN_LOGIT where a grammar forbade a token); absent: none
 }
 
 /** Longest packed batch one training call takes (activations grow linearly with it). */
@@ -58,6 +61,10 @@ export function packSequences(sequences: readonly TrainSequence[], vocabSize: nu
     });
   });
   assert(t === T, 'packSequences: every token placed');
+  if (sequences.some((s) => s.allowed)) {
+    batch.logitBias = new Float32Array(T * vocabSize);
+    sequences.forEach((s, i) => s.allowed && writeForbidden(batch.logitBias!, vocabSize, batch.starts[i]!, s.allowed, s.tokens));
+  }
   return batch;
 }
 

@@ -107,6 +107,19 @@ const HF_NAMES: Record<LoraModule, string> = {
   down_proj: 'mlp.down_proj',
 };
 
+function addBias(b: Backend, logits: Tensor, bias: Float32Array): void {
+  const tensor = b.upload(bias, logits.shape);
+  b.addInPlace(logits, tensor);
+  b.free(tensor);
+}
+
+/** The rows of a [T, V] bias a logit selection keeps, in its order: [M, V]. */
+function biasRows(bias: Float32Array, rows: Int32Array, vocab: number): Float32Array {
+  const out = new Float32Array(rows.length * vocab);
+  rows.forEach((row, m) => out.set(bias.subarray(row * vocab, (row + 1) * vocab), m * vocab));
+  return out;
+}
+
 export class LlamaTrainer {
   private readonly b: Backend;
   private readonly inverseRope: Tensor; // rope's table with sin negated: the transpose of each rotation
@@ -191,6 +204,7 @@ export class LlamaTrainer {
     const normed = b.rmsNorm(rows, model.finalNorm, c.rmsNormEps);
     if (rows !== x) b.free(rows);
     const logits = b.matmul(normed, model.lmHead); // [M, V]
+    if (batch.logitBias) addBias(b, logits, selection ? biasRows(batch.logitBias, selection.pickedRows, logits.shape[1]!) : batch.logitBias); // a grammar's forbidden tokens (grammar-policy.ts)
     return { batch, inputs, selection, layers, xFinal: x, normed, logits };
   }
 

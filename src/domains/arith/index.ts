@@ -9,7 +9,7 @@ import { minimumTokens, tokenMask } from './grammar.js';
 import { formatAutomaton } from './grammar-automaton.js';
 import { heldOutTasks } from './held-out.js';
 import { arithPretraining } from './pretraining.js';
-import { ARITH_TASK_TYPES, answerFormat, proposalFormat, proposalPrompt, solvePrompt, type ArithTask, type ArithTaskType } from './tasks.js';
+import { ARITH_TASK_TYPES, SEED_TASKS, answerFormat, proposalFormat, proposalPrompt, solvePrompt, type ArithTask, type ArithTaskType } from './tasks.js';
 import { ArithVerifierPool } from './verifier-pool.js';
 
 function formatOf(format: FormatName) {
@@ -23,9 +23,10 @@ export const arith: Domain = {
   taskTypes: ARITH_TASK_TYPES,
   alphabet: ARITH_ALPHABET,
   presetContext: 0,
-  seedReferences: [],
+  seedReferences: SEED_TASKS,
+  referencesOptIn: true, // the shipped prompts are the marker alone (models/arith-tiny was trained on them)
   prompts: null,
-  proposalPrompt: (type) => ({ prompt: proposalPrompt(type as ArithTaskType), given: '' }),
+  proposalPrompt: (type, references) => ({ prompt: proposalPrompt(type as ArithTaskType, references as readonly ArithTask[]), given: '' }),
   solvePrompt: (task) => solvePrompt(task as ArithTask),
   tokenMask: (format, vocab) => {
     const grammar = formatOf(format);

@@ -33,8 +33,12 @@ const literal = (text: string) => ({ kind: 'literal', text }) as const;
 
 const MARKERS: Record<ArithTaskType, string> = { deduce: '=?', abduce: '?=', induce: '??' };
 
-export function proposalPrompt(type: ArithTaskType): string {
-  return `${MARKERS[type]}\n`;
+/**
+ * A teacher's prompt: the type's marker; with reference tasks (a scenario's tasks.referenceBuffer, AZR's buffer),
+ * each reference first, as its own type's proposal example ("=?\nx+1;3\n"), the way the corpus writes proposals.
+ */
+export function proposalPrompt(type: ArithTaskType, references: readonly ArithTask[] = []): string {
+  return `${references.map((r) => `${MARKERS[r.type]}\n${r.expr};${r.inputs.join(',')}\n`).join('')}${MARKERS[type]}\n`;
 }
 
 export function proposalFormat(type: ArithTaskType): Format {
@@ -115,3 +119,11 @@ export function taskMetrics(task: ArithTask): TaskMetrics {
   const e = parseExpr(task.expr);
   return { size: sizeOf(e), depth: depthOf(e), operators: operatorsOf(e), signature: `${task.type}:${signatureOf(e)}` };
 }
+
+/** The tasks a teacher's reference buffer starts with (none of them held out): two of each type, small as the corpus's. */
+export const SEED_TASKS: readonly ArithTask[] = (['deduce;x*3+1;4', 'deduce;x-7;-2', 'abduce;x+5;3', 'abduce;2*x;-4', 'induce;x*x;-2,0,1,3,5', 'induce;x-3;6,2,-1,4,8'] as const).map((text) => {
+  const [type, proposal] = [text.slice(0, 6) as ArithTaskType, text.slice(7)];
+  const validation = validateProposal(type, proposal);
+  if (!validation.valid) throw new Error(`seed task ${text}: ${validation.reason}`);
+  return validation.task;
+});
