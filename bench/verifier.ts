@@ -1,4 +1,4 @@
-// The code domain's verifier: start-up of one sandbox (Pyodide and sandbox.py), memory per pool worker, and
+// The code domain's verifier: start-up of one sandbox (Pyodide and the sandbox's Python), memory per pool worker, and
 // typical AZR-style tasks verified per second, in one interpreter (per core) and through the pool of sandbox
 // processes. A proposal's validation runs its program twice (the determinism check); every job first restores the
 // interpreter's memory snapshot, whose cost is also timed alone. Prints a table; writes JSON.

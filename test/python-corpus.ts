@@ -4,7 +4,7 @@
 //
 // A HOSTILE entry runs as a validation does: `run(program, inputs)`. `stack: 'production'` marks the entries whose
 // data nests deeper than the interpreter survives on a small stack (vitest's thread, about 1 MB): they are
-// right only with the verifier processes' stack (60 MB of V8 stack), see sandbox.py's header.
+// right only with the verifier processes' stack (60 MB of V8 stack), see sandbox/limits.py.
 
 export interface HostileProgram {
   what: string;

@@ -1,4 +1,4 @@
-// The code domain's sandbox (src/domains/python/sandbox.py), in process against one PythonExecutor: the hostile
+// The code domain's sandbox (src/domains/python/sandbox/), in process against one PythonExecutor: the hostile
 // corpus (each program refused with its reason, or run to the right answer, and a health check after each in the
 // same interpreter), each layer tested as if the one above it had fallen (an escaped program holding the
 // interpreter's real builtins and sys finds no JavaScript, no import, no judge it can reach), ordinary programs

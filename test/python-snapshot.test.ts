@@ -1,5 +1,5 @@
 // The verifier's fresh state per job (executor.ts): the WebAssembly memory snapshot taken after load and warm-up,
-// restored before every job. Tested as if every layer of sandbox.py had fallen: the poison is planted with the
+// restored before every job. Tested as if every layer of the sandbox had fallen: the poison is planted with the
 // interpreter's real state in hand (runPython, the real builtins and sys), each kind the red team used, and the
 // job after the restore gives the verdict it gives on a fresh interpreter.
 
@@ -19,7 +19,7 @@ afterAll(() => {
   fresh?.close();
 });
 
-/** Python run with the interpreter's real state: what a program that escaped every layer of sandbox.py could do. */
+/** Python run with the interpreter's real state: what a program that escaped every layer of the sandbox could do. */
 const asEscapedProgram = (source: string) => (python as unknown as { pyodide: { runPython(code: string): unknown } }).pyodide.runPython(source);
 
 const codeO = SEED_TASKS.find((task) => task.type === 'code_o')! as CodeTask;

@@ -1,13 +1,13 @@
 // One Python interpreter (Pyodide: CPython compiled to WebAssembly, shipped by the `pyodide` package, offline) with
-// the sandbox of sandbox.py loaded into it. A verifier worker process (sandbox-process.ts) holds one for its
-// lifetime and runs every job in it, each job from the same interpreter state: right after sandbox.py has loaded,
+// the sandbox of sandbox/*.py loaded into it. A verifier worker process (sandbox-process.ts) holds one for its
+// lifetime and runs every job in it, each job from the same interpreter state: right after the sandbox has loaded,
 // the whole WebAssembly memory is copied, and `restore()` copies it back before a job. All of Python's state (its
 // modules, classes, caches, allocator, pending finalizers) lives in that memory, so no job can influence another,
 // whatever it changed, and a verdict is a function of the job alone.
 //
 // This file adds the JavaScript side of the sandbox: Python's `js` module is an empty object (jsglobals), no host
 // folder is mounted, and the calls that could mount one or fetch packages are removed from the Pyodide API object
-// (sandbox.py also removes the FFI modules from Python's reach before the snapshot).
+// (the sandbox's exits.py also removes the FFI modules from Python's reach before the snapshot).
 
 import { createRequire } from 'node:module';
 import { dirname, sep } from 'node:path';
@@ -48,13 +48,13 @@ export type CheckResult = { ok: true; metrics: ProgramMetrics } | { ok: false; r
 
 /**
  * The most an interpreter's WebAssembly heap may grow to. Above it allocation fails with a MemoryError instead of
- * taking the host's memory (sandbox.py's own limit, 64 MiB of Python allocations per run, is far below it).
+ * taking the host's memory (the sandbox's own limit, 64 MiB of Python allocations per run, is far below it).
  */
 export const HEAP_CAP_BYTES = 512 << 20;
 
 /**
  * Typical jobs, run before the snapshot. Every job starts from the snapshot, so whatever Python warms by running
- * (the specialised bytecode of sandbox.py and of the modules it uses, their caches, the allocator's pools) is warm
+ * (the specialised bytecode of the sandbox and of the modules it uses, their caches, the allocator's pools) is warm
  * in every job only if it was warm when the snapshot was taken. The same fixed programs in every worker: the
  * snapshot, and so every verdict, is the same everywhere.
  */
@@ -83,10 +83,41 @@ function warmUp(entry: Record<'run' | 'check' | 'same_value' | 'perturb', PyCall
 /** The interpreter died (a WebAssembly stack overflow, an internal error): the worker holding it must be replaced. */
 export class SandboxCrash extends Error {}
 
-const SANDBOX_FILE = 'sandbox.py';
+/**
+ * The sandbox's Python, one file per layer in sandbox/ (each file's header names the threat it answers), loaded in
+ * this order as the modules of one package: a file imports only from those before it.
+ */
+export const SANDBOX_LAYERS = ['limits', 'exits', 'guards', 'regex_checks', 'library_guards', 'world', 'source_checks', 'rewrite', 'seals', 'fuel', 'literals', 'job'] as const;
+const SANDBOX_PACKAGE = 'populora_sandbox';
 
-/** sandbox.py sits beside this file's source (src/domains/python), also when this runs from dist/. */
-const sandboxSource = (): string => readPackageFile(SANDBOX_FILE);
+// Makes the package and loads one layer into it: a module registered before its code runs, so that the layers after
+// it can import from it. Run in __main__ at load; removed from there before the entry points are taken.
+const BOOTSTRAP = `
+import sys, types
+_package = types.ModuleType('${SANDBOX_PACKAGE}')
+_package.__path__ = []
+sys.modules['${SANDBOX_PACKAGE}'] = _package
+def _load_layer(name, source):
+    module = types.ModuleType(f'${SANDBOX_PACKAGE}.{name}')
+    module.__package__ = '${SANDBOX_PACKAGE}'
+    module.__file__ = f'sandbox/{name}.py'
+    sys.modules[module.__name__] = module
+    setattr(_package, name, module)
+    exec(compile(source, module.__file__, 'exec'), vars(module))
+`;
+
+function loadSandbox(pyodide: PyodideAPI): Record<'run' | 'check' | 'same_value' | 'perturb', PyCallable> {
+  pyodide.runPython(BOOTSTRAP, { filename: 'sandbox-bootstrap' });
+  const load = pyodide.globals.get('_load_layer') as PyCallable;
+  try {
+    for (const layer of SANDBOX_LAYERS) load(layer, readPackageFile(`sandbox/${layer}.py`));
+  } finally {
+    load.destroy();
+  }
+  pyodide.runPython('del _load_layer, _package');
+  const entryPoint = (name: string) => pyodide.runPython(`sys.modules['${SANDBOX_PACKAGE}.job'].${name}`) as PyCallable;
+  return { run: entryPoint('run'), check: entryPoint('check'), same_value: entryPoint('same_value'), perturb: entryPoint('perturb') };
+}
 
 type PyCallable = ((...args: unknown[]) => string) & { destroy(): void };
 
@@ -115,11 +146,9 @@ export class PythonExecutor {
     });
     closeBackDoors(pyodide);
     capHeap(pyodide);
-    pyodide.runPython(sandboxSource(), { filename: SANDBOX_FILE });
-    const get = (name: string) => pyodide.globals.get(name) as PyCallable;
     // The proxies of the entry points exist before the snapshot: a job creates no JavaScript reference into
     // Python's memory (arguments and answers are strings), so the restore cannot leave one dangling.
-    const entry = { run: get('run'), check: get('check'), same_value: get('same_value'), perturb: get('perturb') };
+    const entry = loadSandbox(pyodide);
     warmUp(entry);
     return new PythonExecutor(pyodide, entry, stderr);
   }
@@ -172,7 +201,7 @@ export class PythonExecutor {
     } catch (error) {
       const fatal = (error as { pyodide_fatal_error?: boolean }).pyodide_fatal_error === true || error instanceof RangeError;
       if (fatal) throw new SandboxCrash(`the Python interpreter died in ${name}: ${(error as Error).message.split('\n')[0]} ${this.stderr.slice(-3).join(' | ')}`);
-      throw error; // a bug of sandbox.py itself: never a verdict
+      throw error; // a bug of the sandbox itself: never a verdict
     }
   }
 

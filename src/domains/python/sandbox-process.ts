@@ -4,7 +4,7 @@
 // sandbox-processes.ts starts it under Node's permission model (reads only of its own code and Pyodide's files; no
 // file writes, child processes, worker threads, addons, inspector or process.binding) and, on Linux, in network
 // and process-id namespaces of its own (no network interface up; no other process visible to signal). So even a
-// program that escaped every layer of sandbox.py into JavaScript finds nothing to touch. This file adds one more
+// program that escaped every layer of the sandbox's Python (sandbox/) into JavaScript finds nothing to touch. This file adds one more
 // layer above those: once Pyodide has loaded, the constructors that turn a string into JavaScript code are gone
 // from every function's prototype, and so are the network globals.
 //

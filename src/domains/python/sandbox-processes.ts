@@ -42,14 +42,14 @@ export function fence(): Fence {
   return fenceOfThisHost;
 }
 
-/** The files a sandbox process may read: its own compiled code, sandbox.py, and the Pyodide distribution. */
+/** The files a sandbox process may read: its own compiled code, the sandbox's Python (sandbox/), and the Pyodide distribution. */
 function readablePaths(worker: string): string[] {
   const dist = worker.slice(0, worker.lastIndexOf(`${sep}dist${sep}`) + `${sep}dist${sep}`.length);
   const root = dirname(dist);
   const pyodide = dirname(createRequire(import.meta.url).resolve('pyodide')) + sep; // its real path
   const pyodideAsLinked = join(root, 'node_modules', 'pyodide') + sep; // the path module resolution reads, when linked
   // Node 20 aborts on start-up (an assertion in its permission tree) if one path is granted twice: no duplicates.
-  return [...new Set([dist, pyodide, pyodideAsLinked, join(root, 'src', 'domains', 'python', 'sandbox.py'), join(root, 'package.json')])];
+  return [...new Set([dist, pyodide, pyodideAsLinked, join(root, 'src', 'domains', 'python', 'sandbox') + sep, join(root, 'package.json')])];
 }
 
 export interface SandboxProcessOptions {

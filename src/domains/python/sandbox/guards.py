@@ -1,0 +1,393 @@
+# Layer 3, the guards the rewritten program calls (rewrite.py puts the calls in).
+#
+# Threat: one operation that takes unbounded memory, time or C recursion: `*`, `**`, `<<` and `%` on big values,
+# paddings and format widths, `.format` with attribute fields (a getattr by string), `range` walked in C, attribute
+# stores on library objects (a change that would outlive the input). Each guard checks the size before the C call
+# and charges fuel for the items made.
+
+import _string
+import array
+import collections
+import fractions
+import itertools
+import math
+import operator
+import re
+import types
+from .limits import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_MODPOW_COST, MAX_RANGE, PROGRAM_FILE, PROGRAM_MODULE, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow
+
+# ---- layer 3: the guards the rewritten program calls --------------------------------------------------------------
+
+_SEQUENCES = (str, bytes, bytearray, list, tuple, array.array, collections.deque)
+
+
+def _size_of_product(a, b, index=operator.index):
+    """Items of `a * b` when one side is a sequence, bits when both are integers or fractions; None otherwise."""
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, _SEQUENCES) and not isinstance(n, _SEQUENCES):
+            try:
+                n = index(n)
+            except TypeError:
+                return None, None
+            return 'items', len(seq) * max(n, 0)
+    bits_a, bits_b = _bits(a), _bits(b)
+    if bits_a is not None and bits_b is not None:
+        return 'bits', bits_a + bits_b
+    return None, None
+
+
+def _bits(value, Fraction=fractions.Fraction):
+    if isinstance(value, int):
+        return value.bit_length()
+    if isinstance(value, Fraction):
+        return value.numerator.bit_length() + value.denominator.bit_length()
+    return None
+
+
+def _check_size(kind, size):
+    if kind == 'items':
+        if size > MAX_ITEMS:
+            _refuse('memory', f'a sequence of {size} items exceeds the limit of {MAX_ITEMS}')
+        _charge(size)
+    elif kind == 'bits':
+        if size > MAX_INT_BITS:
+            _refuse('memory', f'a number of about {size} bits exceeds the limit of {MAX_INT_BITS}')
+        _charge(size)
+
+
+def _guard_mul(a, b, int=int, type=type):
+    if type(a) is int and type(b) is int and a.bit_length() + b.bit_length() <= 64:
+        return a * b
+    _check_size(*_size_of_product(a, b))
+    return a * b
+
+
+def _check_mul(a, b):
+    """`a *= b`: the check alone (the assignment does the in-place multiplication); returns b."""
+    _check_size(*_size_of_product(a, b))
+    return b
+
+
+def _pow_bits(a, b, modulo=None):
+    if modulo is not None:
+        if isinstance(a, int) and isinstance(b, int) and isinstance(modulo, int):
+            cost = b.bit_length() * (modulo.bit_length() // 30 + 1) ** 2
+            if cost > MAX_MODPOW_COST:
+                _refuse('memory', f'pow() with a {b.bit_length()}-bit exponent and a {modulo.bit_length()}-bit modulus is too much work')
+        return
+    if not isinstance(a, (int, fractions.Fraction)) or not isinstance(b, (int, fractions.Fraction)):
+        return
+    if isinstance(b, fractions.Fraction):
+        if b.denominator != 1:
+            return  # a fraction to a fractional power is a float
+        b = b.numerator
+    if b > 0 and abs(a) > 1:
+        parts = (a,) if isinstance(a, int) else (a.numerator, a.denominator)
+        _check_size('bits', int(b * sum(math.log2(abs(part)) for part in parts if part)) + 1)
+
+
+def _guard_pow(a, b, modulo=None):
+    _pow_bits(a, b, modulo)
+    return pow(a, b) if modulo is None else pow(a, b, modulo)
+
+
+def _check_pow(a, b):
+    _pow_bits(a, b)
+    return b
+
+
+def _lshift_bits(a, b):
+    if isinstance(a, int) and isinstance(b, int) and a != 0 and b > 0:
+        _check_size('bits', a.bit_length() + b)
+
+
+def _guard_lshift(a, b):
+    _lshift_bits(a, b)
+    return a << b
+
+
+def _check_lshift(a, b):
+    _lshift_bits(a, b)
+    return b
+
+
+# printf-style conversions: %(key)flags width .precision length type
+_PRINTF = re.compile(rb'%(\([^)]*\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.)', re.DOTALL)
+
+
+def _check_printf(template, args):
+    """`template % args`: widths and precisions (also `*` ones taken from args), and the args' nesting."""
+    text = template.encode('utf-8', 'surrogatepass') if isinstance(template, str) else bytes(template)
+    values = args if isinstance(args, tuple) else (args,)
+    position = 0
+    for match in _PRINTF.finditer(text):
+        if match.group(4) == b'%':
+            continue
+        for part in (match.group(2), match.group(3)):
+            if part == b'*':
+                width = values[position] if position < len(values) else 0
+                position += 1
+            else:
+                width = int(part) if part else 0
+            if isinstance(width, int) and abs(width) > MAX_FORMAT_WIDTH:
+                _refuse('memory', f'a format width of {width} exceeds the limit of {MAX_FORMAT_WIDTH}')
+        position += match.group(1) is None
+    for value in values:
+        _shallow(value)
+
+
+def _guard_mod(a, b, type=type, int=int, float=float):
+    if type(a) is int or type(a) is float:
+        return a % b
+    if isinstance(a, (str, bytes, bytearray)):
+        _check_printf(a, b)
+    return a % b
+
+
+def _check_mod(a, b):
+    if isinstance(a, (str, bytes, bytearray)):
+        _check_printf(a, b)
+    return b
+
+
+def _guard_refuse_target(line):
+    _refuse('forbidden-syntax', f'an augmented assignment (line {line}) to a target with calls in it cannot be checked; assign to a name first')
+
+
+# [[fill]align][sign][z][#][0][width][grouping][.precision][type]
+_FORMAT_SPEC = re.compile(r'(?:.?[<>=^])?[+\- ]?z?#?0?(\d*)[,_]?(?:\.(\d*))?[a-zA-Z%]?\Z', re.DOTALL)
+
+
+def _check_spec(spec):
+    if not isinstance(spec, str) or not spec:
+        return
+    match = _FORMAT_SPEC.match(spec)
+    if match is None:
+        digits = re.findall(r'\d+', spec)  # not a standard spec (a class of the program's): its numbers still count
+        numbers_ = [int(d) for d in digits if len(d) < 12] + [10**12 for d in digits if len(d) >= 12]
+    else:
+        numbers_ = [int(d) if len(d) < 12 else 10**12 for d in match.groups() if d]
+    for number in numbers_:
+        if number > MAX_FORMAT_WIDTH:
+            _refuse('memory', f'a format width or precision of {number} exceeds the limit of {MAX_FORMAT_WIDTH}')
+
+
+def _guard_fstring(value, conversion, spec):
+    _shallow(value)
+    if conversion == 115:
+        value = str(value)
+    elif conversion == 114:
+        value = repr(value)
+    elif conversion == 97:
+        value = ascii(value)
+    _check_spec(spec)
+    return format(value, spec)
+
+
+def _check_format_string(template, args, kwargs):
+    """str.format: a field indexes positionally or by key only (an attribute field, '{0.__class__}', is a getattr by
+    string); widths and precisions are bounded, also those a nested field gives ('{:>{}}'); the values' nesting."""
+    if not isinstance(template, str):
+        return
+    auto = itertools.count()  # '{}' fields take the next argument, nested ones after their own field
+    try:
+        for _literal, field, spec, _conversion in _string.formatter_parser(template):
+            if field is None:
+                continue
+            _format_field(field, args, kwargs, auto)
+            if spec and '{' in spec:
+                resolved = []
+                for literal, nested, nested_spec, _ in _string.formatter_parser(spec):
+                    resolved.append(literal)
+                    if nested is not None:
+                        resolved.append(format(_format_field(nested, args, kwargs, auto), nested_spec or ''))
+                spec = ''.join(resolved)
+            _check_spec(spec)
+    except (ValueError, IndexError, KeyError, TypeError):
+        return  # a malformed template or a missing argument: the real call raises the same error
+    for value in args:
+        _shallow(value)
+    for value in kwargs.values():
+        _shallow(value)
+
+
+def _format_field(field, args, kwargs, auto):
+    """The value a format field names; an attribute in it is refused."""
+    first, rest = _string.formatter_field_name_split(field)
+    keys = list(rest)
+    if any(is_attribute for is_attribute, _key in keys):
+        _refuse('forbidden-attribute', f'the format field {{{field}}} looks up an attribute by name')
+    value = args[next(auto) if first == '' else first] if first == '' or isinstance(first, int) else kwargs[first]
+    for _is_attribute, key in keys:
+        value = value[key]
+    return value
+
+
+def _checked_format(method, template):
+    def format_(*args, **kwargs):
+        _check_format_string(template, args, kwargs)
+        return method(*args, **kwargs)
+    return format_
+
+
+def _checked_format_map(method, template):
+    def format_map(mapping):
+        _check_format_string(template, (), mapping if isinstance(mapping, dict) else {})
+        return method(mapping)
+    return format_map
+
+
+def _checked_unbound_format(method):
+    def format_(template, *args, **kwargs):
+        _check_format_string(template, args, kwargs)
+        return method(template, *args, **kwargs)
+    return format_
+
+
+def _checked_padding(method):
+    def pad(width, *args):
+        try:
+            size = operator.index(width)
+        except TypeError:
+            return method(width, *args)
+        if size > MAX_ITEMS:
+            _refuse('memory', f'a padding to {size} items exceeds the limit of {MAX_ITEMS}')
+        _charge(size)
+        return method(width, *args)
+    return pad
+
+
+def _checked_expandtabs(method, length):
+    def expandtabs(tabsize=8):
+        try:
+            size = max(operator.index(tabsize), 1) * length
+        except TypeError:
+            return method(tabsize)
+        if size > MAX_ITEMS:
+            _refuse('memory', f'expanding tabs to up to {size} characters exceeds the limit of {MAX_ITEMS}')
+        return method(tabsize)
+    return expandtabs
+
+
+def _checked_replace(method, length):
+    def replace(old, new, count=-1):
+        if isinstance(old, (str, bytes, bytearray)) and isinstance(new, (str, bytes, bytearray)) and len(new) > len(old):
+            size = length + (length // max(len(old), 1) + 1) * (len(new) - len(old))
+            if size > MAX_ITEMS:
+                _refuse('memory', f'a replace() that could make {size} items exceeds the limit of {MAX_ITEMS}')
+        return method(old, new, count)
+    return replace
+
+
+def _checked_from_bytes(method):
+    def from_bytes(data, *args, **kwargs):
+        if isinstance(data, (bytes, bytearray)) and len(data) * 8 > MAX_INT_BITS:
+            _refuse('memory', f'an integer of {len(data) * 8} bits exceeds the limit of {MAX_INT_BITS}')
+        return method(data, *args, **kwargs)
+    return from_bytes
+
+
+def _checked_sort(method, sequence):
+    def sort(*args, **kwargs):
+        _shallow(sequence)
+        return method(*args, **kwargs)
+    return sort
+
+
+def _checked_item(method):
+    def compare_item(item, *args):
+        _shallow(item)
+        return method(item, *args)
+    return compare_item
+
+
+def _guard_method(value, name, getattr=getattr, type=type):
+    """Layer 2: `value.name` for the names of GUARDED_METHODS; the check applies where the name is the builtin one."""
+    method = getattr(value, name)
+    if name in ('format', 'format_map'):
+        if isinstance(value, str):
+            return _checked_format(method, value) if name == 'format' else _checked_format_map(method, value)
+        if value is str and name == 'format':
+            return _checked_unbound_format(method)
+        return method
+    text_like = isinstance(value, (str, bytes, bytearray))
+    if name in ('ljust', 'rjust', 'center', 'zfill') and text_like:
+        return _checked_padding(method)
+    if name == 'expandtabs' and text_like:
+        return _checked_expandtabs(method, len(value))
+    if name == 'replace' and text_like:
+        return _checked_replace(method, len(value))
+    if name == 'from_bytes' and isinstance(value, type) and issubclass(value, int):
+        return _checked_from_bytes(method)
+    if name == 'to_bytes' and isinstance(value, int):
+        return _checked_padding(method)
+    if name == 'sort' and isinstance(value, list):
+        return _checked_sort(method, value)
+    if name in ('index', 'count', 'remove') and isinstance(value, (list, tuple, collections.deque)):
+        return _checked_item(method)
+    return method
+
+
+def _guard_target(value, type=type, run=_run, module=PROGRAM_MODULE):
+    """Layer 2: the object of an attribute store or delete. Only the program's own classes, their instances, its
+    functions and its module views take attributes: a library class, function or singleton changed here would be
+    changed for the rest of the job (and a later check of the same job would see it)."""
+    kind = type(value)
+    if kind.__dict__.get('__module__') == module or isinstance(value, type) and value.__dict__.get('__module__') == module:
+        return value
+    if kind is types.FunctionType and value.__module__ == module and value.__code__.co_filename == PROGRAM_FILE:
+        return value
+    if kind is types.ModuleType and any(value is view for view in run.views):
+        return value
+    _refuse('forbidden-attribute', f'setting an attribute on {kind.__name__} {getattr(value, "__name__", "")!s} would change a library object')
+
+
+def _range_items(items):
+    return max(0, (items.stop - items.start + items.step - (1 if items.step > 0 else -1)) // items.step)  # len() overflows on wasm32
+
+
+def _guard_loop_range(*args):
+    """range() as the iterable of a `for` statement or clause: any size, since the loop pays fuel per item (a search
+    that breaks early, `for i in range(10 ** 9): if …: return i`, is ordinary code)."""
+    return range(*args)
+
+
+def _guard_range(*args):
+    """range() anywhere else (also the builtin, so an alias of it): C code may walk it, so it is bounded and charged."""
+    items = range(*args)
+    count = _range_items(items)
+    if count > MAX_RANGE:
+        _refuse('fuel', f'a range of {count} items exceeds the limit of {MAX_RANGE} (code in C would walk it without spending fuel)')
+    _charge(count, RANGE_ITEMS_PER_FUEL)
+    return items
+
+
+def _guard_str(*args, **kwargs):
+    if len(args) == 1 and not kwargs:
+        _shallow(args[0])
+    return str(*args, **kwargs)
+
+
+def _check_buffer(args):
+    if args and isinstance(args[0], int):
+        if args[0] > MAX_ITEMS:
+            _refuse('memory', f'a buffer of {args[0]} bytes exceeds the limit of {MAX_ITEMS}')
+        _charge(args[0])
+
+
+def _guard_bytes(*args, **kwargs):
+    _check_buffer(args)
+    return bytes(*args, **kwargs)
+
+
+def _guard_bytearray(*args, **kwargs):
+    _check_buffer(args)
+    return bytearray(*args, **kwargs)
+
+
+def _guard_int(*args, **kwargs):
+    if len(args) == 2 and isinstance(args[0], (str, bytes, bytearray)) and isinstance(args[1], int) and args[1] >= 2:
+        bits = len(args[0]) * max(args[1] - 1, 1).bit_length()
+        if bits > MAX_INT_BITS:
+            _refuse('memory', f'an integer of up to {bits} bits exceeds the limit of {MAX_INT_BITS}')
+    return int(*args, **kwargs)

@@ -1,0 +1,203 @@
+# The job runner and the entry points executor.ts calls (`check`, `run`, `same_value`, `perturb`; every answer is a
+# JSON string), and the load sequence: warm what imports lazily, then close the exits.
+#
+# Threat: a program that changes what a later input, run or job sees. Each input runs in a fresh world (world.py)
+# with its own globals; its garbage is collected while fuel counts; executor.ts restores the whole WebAssembly
+# memory before every job, so nothing a job changes outlives it.
+#
+# The layers, each tested as if the one above it had fallen (test/python-sandbox.test.ts), in load order:
+# limits.py, exits.py (layer 0), guards.py, regex_checks.py, library_guards.py, world.py (layer 3),
+# source_checks.py (layer 1), rewrite.py (layer 2), seals.py, fuel.py, literals.py (layer 4), job.py.
+
+import codecs
+import gc
+import json
+import sys
+import tracemalloc
+import types
+from .limits import MAX_MEMORY_BYTES, MAX_RECURSION, PROGRAM_MODULE, Refused, TOOL_ID, _nestable, _record, _refuse, _run, _too_deep
+from .exits import _close_imports, _close_javascript
+from .library_guards import _chains
+from .world import _World
+from .rewrite import _compile
+from .seals import _running, _seal_library
+from .fuel import _WHILE_RUNNING, _meter, _monitor, _silence_hooks, _stack
+from .literals import _arguments, _canonical, _literal, _type_name
+
+def _call(code, arguments, run=_run, running=_running):
+    """The program's own code: defines f, calls it. Its errors are verdicts; errors of this file are not."""
+    world = _World()
+    limit = sys.getrecursionlimit()
+    value = None
+    peak = 0
+    sys.setrecursionlimit(_stack() + MAX_RECURSION)
+    tracemalloc.start()  # traced only while the program runs: the peak checked below is its own
+    gc.enable()
+    running.program = True
+    _monitor.set_events(TOOL_ID, _WHILE_RUNNING)
+    try:
+        try:
+            exec(code, world.globals)
+            function = world.globals.get('f')
+            if type(function) is not types.FunctionType:
+                _refuse('no-function', 'f is not a function after the program ran')
+            value = function(*arguments)
+        finally:
+            # The program's hooks end here: its globals go, and its garbage (generators' finally blocks) is collected
+            # while fuel still counts. Data nested too deep to free safely is kept instead (the restore drops it).
+            run.parked.extend(item for item in world.globals.values() if _nestable[type(item)] and _too_deep(item))
+            world.globals.clear()
+            gc.collect()
+    except Refused:
+        pass  # recorded in run.refusal
+    except RecursionError:
+        _record('recursion', f'the program nested more than {MAX_RECURSION} calls')
+    except MemoryError:
+        _record('memory', f'the program used more than {MAX_MEMORY_BYTES >> 20} MiB')
+    except BaseException as error:  # Exception, or a BaseException the program got hold of some other way
+        _record('runtime-error', f'{type(error).__name__}: {_exception_text(error)}')
+    finally:
+        running.program = False
+        _silence_hooks()
+        gc.disable()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        sys.setrecursionlimit(limit)
+        _chains.depths.clear()
+    if run.refusal is not None:
+        raise Refused(*run.refusal)
+    if run.used > run.limit:
+        _refuse('fuel', f'the program took more than {run.limit} steps (lines, jumps and items made in C)')
+    if peak > MAX_MEMORY_BYTES:
+        _refuse('memory', f'the program used more than {MAX_MEMORY_BYTES >> 20} MiB')
+    return value, world.printed
+
+
+def _exception_text(error):
+    """An exception's message, without running code of the program's (its own __str__)."""
+    args = BaseException.__getattribute__(error, 'args')
+    if type(error).__str__ is not BaseException.__str__ and type(error).__module__ == PROGRAM_MODULE:
+        return '(an exception of the program\'s)'
+    text = ', '.join(_canonical_or_type(arg) for arg in args[:3]) if len(args) != 1 else _canonical_or_type(args[0], plain=True)
+    return text[:200]
+
+
+def _canonical_or_type(value, plain=False):
+    if plain and type(value) is str:
+        return value[:200]
+    try:
+        return _canonical(value, limit=200)
+    except Refused:
+        return f'<{type(value).__name__}>'
+
+
+# ---- entry points ---------------------------------------------------------------------------------------------------
+
+_encode = json.encoder.c_make_encoder(None, None, json.encoder.encode_basestring_ascii, None, ': ', ', ', False, False, True)
+_decode = json.decoder.JSONDecoder().decode
+
+
+def _json(value, encode=_encode, join=''.join):
+    """JSON text by the C encoder made at load: no class attribute of json's a program could change is involved."""
+    return join(encode(value, 0))
+
+
+def check(source):
+    """Static checks only: the refusal of layer 1, or the program's metrics."""
+    try:
+        return _json({'ok': True, 'metrics': _compile(source)[1]})
+    except Refused as refusal:
+        return _json({'ok': False, 'reason': refusal.reason, 'detail': refusal.detail})
+
+
+def run(source, inputs_json, fuel, run_state=_run):
+    """Runs the program once per input (each in a fresh world) within `fuel` steps in all."""
+    answer = {'ok': True, 'outputs': [], 'printed': '', 'fuel': 0}
+    run_state.used, run_state.limit, run_state.refusal = 0, fuel, None
+    try:
+        code, metrics = _compile(source)
+        answer.update(metrics=metrics, inputTypes=[], outputTypes=[])
+        _meter(code)
+        for text in _decode(inputs_json):
+            arguments = _arguments(text)
+            answer['inputTypes'].append(', '.join(_type_name(a) for a in arguments))
+            value, printed = _call(code, arguments)
+            answer['outputs'].append(_canonical(value))
+            answer['outputTypes'].append(_type_name(value))
+            answer['printed'] += ''.join(printed)
+    except Refused as refusal:
+        reason, detail = run_state.refusal or (refusal.reason, refusal.detail)
+        answer = {'ok': False, 'reason': reason, 'detail': detail, 'fuel': 0, **({'metrics': answer['metrics']} if 'metrics' in answer else {})}
+    answer['fuel'] = run_state.used
+    return _json(answer)
+
+
+def same_value(a, b):
+    """Two texts name the same Python value: both parsed as literals, compared as canonical texts of exact types
+    ("[1, 2]" is "[1,2]", "{2, 1}" is "{1, 2}"; 1 is not 1.0 nor True)."""
+    try:
+        return _json(_canonical(_literal(a, 'output'), sort=True) == _canonical(_literal(b, 'output'), sort=True))
+    except Refused:
+        return _json(False)
+
+
+_ballast = []
+
+
+def perturb(seed):
+    """Shifts where the next run's objects land, so that id()-dependent orders differ between validation runs."""
+    _ballast.clear()
+    _ballast.extend([object() for _ in range(17 + seed % 101)] + [[0] * (seed % 13 + 1) for _ in range(7)])
+
+
+# ---- load: warm what imports lazily, then close the exits ---------------------------------------------------------
+
+_CODECS = ('utf-8', 'utf-8-sig', 'ascii', 'latin-1', 'utf-16', 'utf-16-le', 'utf-16-be', 'utf-32', 'utf-32-le',
+           'utf-32-be', 'cp1252', 'cp437', 'unicode_escape', 'raw_unicode_escape', 'idna', 'punycode', 'rot13',
+           'hex', 'base64', 'utf-7')
+# Exercises every module view and guard once, so that whatever they import lazily is imported before the import
+# system closes (and before executor.ts takes its snapshot).
+_SELF_TEST = '''
+import collections, collections.abc, copy, dataclasses, enum, fractions, functools, heapq, bisect, itertools, json, math, cmath, numbers, operator, re, statistics, string, textwrap, typing, unicodedata, array
+from typing import NamedTuple, List, Optional
+@dataclasses.dataclass(order=True, frozen=True)
+class P:
+    x: int
+    y: List[int] = dataclasses.field(default_factory=list)
+class Color(enum.Enum):
+    RED = 1
+class T(NamedTuple):
+    a: int
+    b: Optional[str] = None
+N = collections.namedtuple('N', 'u v')
+def f(s):
+    p = P(1, [2])
+    c = collections.Counter(s).most_common(2)
+    d = copy.deepcopy({'a': [p.y]})
+    m = re.findall(r'[a-z]+', s) + re.sub(r'(\\w)', r'\\1', s).split()
+    t = textwrap.fill(s, 5) + textwrap.shorten(s, 10) + string.capwords(s) + string.Template('$a').substitute(a=1)
+    j = json.loads(json.dumps({'k': [1.5, None]}))
+    st = statistics.mean([1, 2]) + statistics.median([3, 1]) + statistics.stdev([1.0, 2.0]) + float(fractions.Fraction('3/4'))
+    e = s.encode('idna') + s.encode('utf-16') + s.encode('latin-1') + 'x'.encode('ascii')
+    g = list(itertools.permutations([1, 2])) + list(itertools.product('ab', repeat=2)) + list(itertools.islice(itertools.count(), 3))
+    h = heapq.nlargest(2, [3, 1, 2]) + [bisect.bisect([1, 2], 1), functools.reduce(operator.add, [1, 2]), math.comb(5, 2)]
+    u = unicodedata.name('a') + unicodedata.normalize('NFC', s) + f'{s!r:>5}' + '{0:>3}'.format(1) + '%5d' % 3
+    return repr([p, c, d, m, t, j, st, e, g, h, u, Color.RED, T(1), N(1, 2), p == P(1, [2]), str(typing.List[int]), array.array('i', [1]), cmath.sqrt(-1)])
+'''
+
+
+def _warm_up():
+    for name in _CODECS:
+        codecs.lookup(name)
+    answer = json.loads(run(_SELF_TEST, '["\'abc de\'"]', 1_000_000))
+    if not answer['ok']:
+        raise RuntimeError(f'sandbox/job.py: its self-test was refused: {answer["reason"]}: {answer["detail"]}')
+
+
+_seal_library()
+_warm_up()
+_close_javascript()
+_close_imports()
+gc.collect()
+gc.freeze()  # what load made is never collected: a collection after each run walks only what that run made
+gc.disable()  # collections happen while a program runs, where fuel counts whatever finalizers they run

@@ -1,0 +1,160 @@
+# Layer 2: the rewrite of the checked program.
+#
+# Threat: what takes unbounded memory, time or C recursion in one step. `*`, `**`, `<<`, `%` (augmented too),
+# comparisons and f-string fields (nesting), calls of str/bytes/bytearray/int, range outside a `for`,
+# `.format`/`.format_map` and the paddings go through a guard (guards.py); attributes are stored only on the
+# program's own objects; a bare `except:` becomes `except Exception:`.
+
+import ast
+import copy
+from .limits import GUARD_PREFIX, PROGRAM_FILE, Refused
+from .source_checks import GUARDED_METHODS, _Checker, _Survey
+
+# ---- layer 2: the rewrite ------------------------------------------------------------------------------------------
+
+
+def _guard_call(name, *args):
+    return ast.Call(ast.Name(GUARD_PREFIX + name, ast.Load()), list(args), [])
+
+
+def _is_scalar_constant(node):
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float, complex, str, bytes, bool, type(None))
+
+
+def _pure(node):
+    """An expression that can be evaluated twice without side effects (a target of an augmented assignment)."""
+    return all(isinstance(part, (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.BinOp, ast.UnaryOp, ast.expr_context, ast.operator, ast.unaryop)) for part in ast.walk(node))
+
+
+class _Rewrite(ast.NodeTransformer):
+    """Layer 2: the operations that can take unbounded memory, time or C recursion in one step go through guards.
+    Calls of a builtin are rewritten unless the program binds that name itself (then they are its own)."""
+
+    BINARY = {ast.Mult: 'mul', ast.Pow: 'pow', ast.LShift: 'lshift', ast.Mod: 'mod'}
+    CALLS = {'str': 'str', 'bytes': 'bytes', 'bytearray': 'bytearray', 'int': 'int'}
+    WALKING = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn)
+
+    def __init__(self, program_names):
+        self.calls = {name: guard for name, guard in self.CALLS.items() if name not in program_names}
+        self.loop_range = 'range' not in program_names
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        guard = self.BINARY.get(type(node.op))
+        if guard is None:
+            return node
+        return ast.copy_location(_guard_call(guard, node.left, node.right), node)
+
+    def visit_AugAssign(self, node):
+        pure = _pure(node.target)
+        self.generic_visit(node)
+        guard = self.BINARY.get(type(node.op))
+        if guard is None:
+            return node
+        target = node.target
+        if not pure:
+            return ast.copy_location(ast.Expr(_guard_call('refuse_target', ast.Constant(node.lineno))), node)
+        current = ast.copy_location(_as_load(target), target)
+        # The real in-place operation still runs (a list `*=` keeps its identity); the guard only checks sizes.
+        node.value = ast.copy_location(_guard_call(f'check_{guard}', current, node.value), node.value)
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        operands = [node.left, *node.comparators]
+        for i, op in enumerate(node.ops):
+            if not isinstance(op, self.WALKING):
+                continue
+            left, right = operands[i], operands[i + 1]
+            if _is_scalar_constant(left) or _is_scalar_constant(right):
+                continue
+            # A walk of two containers nests no deeper than the left one: checking it bounds == < in …
+            operands[i] = ast.copy_location(_guard_call('shallow', left), left)
+        node.left, node.comparators = operands[0], operands[1:]
+        return node
+
+    def visit_FormattedValue(self, node):
+        self.generic_visit(node)
+        spec = node.format_spec if node.format_spec is not None else ast.Constant('')
+        call = _guard_call('fstring', node.value, ast.Constant(node.conversion), spec)
+        return ast.copy_location(ast.FormattedValue(ast.copy_location(call, node), -1, None), node)
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load):
+            node.value = ast.copy_location(_guard_call('target', node.value), node.value)
+            return node
+        if node.attr in GUARDED_METHODS:
+            return ast.copy_location(_guard_call('method', node.value, ast.Constant(node.attr)), node)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in self.calls:
+            node.func = ast.copy_location(ast.Name(GUARD_PREFIX + self.calls[node.func.id], ast.Load()), node.func)
+        return node
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        self.loop_iterable(node)
+        return node
+
+    def visit_comprehension(self, node):
+        self.generic_visit(node)
+        self.loop_iterable(node)
+        return node
+
+    def loop_iterable(self, loop):
+        """range() walked by a `for`: the loop pays per item, so the range is not charged."""
+        iterable = loop.iter
+        if self.loop_range and isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == 'range':
+            iterable.func = ast.copy_location(ast.Name(GUARD_PREFIX + 'loop_range', ast.Load()), iterable.func)
+
+    def visit_ExceptHandler(self, node):
+        self.generic_visit(node)
+        if node.type is None:  # a bare except would catch the sandbox's refusals
+            node.type = ast.copy_location(ast.Name('Exception', ast.Load()), node)
+        return node
+
+
+def _as_load(node):
+    """The same expression, to be read (an augmented assignment's target, evaluated once more for its check)."""
+    copied = copy.deepcopy(node)
+    for part in ast.walk(copied):
+        if hasattr(part, 'ctx'):
+            part.ctx = ast.Load()
+    return copied
+
+
+COMPILED_KEPT = 16  # programs whose checked, rewritten code is kept: a validation runs its program twice
+
+
+def _compile(source, kept={}):
+    """The program checked and rewritten (layers 1 and 2), and its metrics; a refusal is raised. The last few
+    programs' results are kept (code objects are immutable; each run makes its own functions from them)."""
+    result = kept.get(source)
+    if result is None:
+        result = _compile_anew(source)
+        kept[source] = result
+        while len(kept) > COMPILED_KEPT:
+            del kept[next(iter(kept))]
+    if isinstance(result, Refused):
+        raise Refused(result.reason, result.detail)
+    return result
+
+
+def _compile_anew(source):
+    try:
+        tree = ast.parse(source, PROGRAM_FILE)
+    except SyntaxError as error:
+        return Refused('syntax', f'{error.msg} (line {error.lineno})')
+    except (ValueError, RecursionError, MemoryError) as error:  # null bytes, nesting the parser refuses
+        return Refused('syntax', f'the source cannot be parsed ({type(error).__name__})')
+    survey = _Survey(tree)
+    refusal = _Checker(survey).check()
+    if refusal:
+        return Refused(*refusal)
+    if not any(isinstance(node, ast.FunctionDef) and node.name == 'f' for node in tree.body):
+        return Refused('no-function', 'the program must define a top-level function f')
+    code = compile(ast.fix_missing_locations(_Rewrite(survey.names).visit(tree)), PROGRAM_FILE, 'exec')
+    return code, survey.metrics

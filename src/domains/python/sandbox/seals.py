@@ -1,0 +1,53 @@
+# Layer 3, the library sealed where a program could change it for the rest of the job, or make it work unbounded.
+#
+# Threat: library entry points that keep a program's change (ABC registries, string.Template patterns) or that
+# do unbounded work on its behalf (Fraction's parser).
+
+import abc
+import fractions
+import re
+import string
+from .limits import PROGRAM_MODULE, _refuse
+from .regex_checks import _check_regex
+
+# ---- the library, sealed where a program could change it for the rest of the job ---------------------------------
+
+
+class _Running:
+    __slots__ = ('program',)
+
+    def __init__(self):
+        self.program = False  # True while a program's code runs: the seals refuse only then
+
+
+_running = _Running()
+
+
+def _seal_library():
+    """Library entry points that would keep a program's change or do unbounded work for it: ABC registration is
+    refused while a program runs (outside a run, e.g. in executor.ts's tests, it works as it always did), a
+    string.Template subclass's pattern is checked as re's functions check theirs, Fraction's parser is bounded."""
+    register = abc.ABCMeta.register
+
+    def guarded_register(cls, subclass, running=_running):
+        if running.program and cls.__dict__.get('__module__') != PROGRAM_MODULE:
+            _refuse('forbidden-attribute', f'registering a virtual subclass of {cls.__name__} would change a library class for the rest of the job')
+        return register(cls, subclass)
+
+    abc.ABCMeta.register = guarded_register
+
+    init_subclass = string.Template.__dict__['__init_subclass__'].__func__
+
+    def guarded_init_subclass(cls):
+        init_subclass(cls)
+        _check_regex(cls.pattern.pattern, cls.pattern.flags)
+
+    string.Template.__init_subclass__ = classmethod(guarded_init_subclass)
+
+    # Fraction('1e999999999') computes 10 ** 999999999 in Python; its parser takes exponents of four digits at most
+    # (the rest of a Fraction's text is bounded by int()'s own limit of 4300 digits).
+    rational = fractions._RATIONAL_FORMAT
+    bounded = rational.pattern.replace(r'(?P<exp>[-+]?\d+(_\d+)*)', r'(?P<exp>[-+]?\d{1,4})')
+    if bounded == rational.pattern:
+        raise RuntimeError("sandbox/seals.py: fractions' parser has changed; its exponents are unbounded")
+    fractions._RATIONAL_FORMAT = re.compile(bounded, rational.flags)
