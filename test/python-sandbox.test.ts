@@ -172,7 +172,8 @@ json.dumps({'found': found, 'built': built, 'importable': left})`;
   });
 
   it('has no stdlib archive left to load code from, and pyodide.runPython still works for the host', () => {
-    expect(asEscaped("import os\nstr(sorted(n for n in os.listdir('/lib') if n.endswith('.zip')))")).toBe('[]');
+    const fs = (python as unknown as { pyodide: { FS: { readdir(path: string): string[] } } }).pyodide.FS; // the host's view, not the program's
+    expect(fs.readdir('/lib').filter((name) => name.endsWith('.zip'))).toEqual([]);
     expect(asEscaped('1 + 1')).toBe('2');
   });
 });

@@ -55,6 +55,8 @@ function readablePaths(worker: string): string[] {
 export interface SandboxProcessOptions {
   /** JavaScript that a marked job runs inside the process, standing in for an escape (tests only). */
   escapePayloadForTests?: string;
+  /** Every program runs with the interpreter's real builtins, as if it had escaped Python's layers (tests only). */
+  realBuiltinsForTests?: boolean;
 }
 
 /** The command line that starts one sandbox process. */
@@ -70,6 +72,7 @@ export function sandboxCommand(options: SandboxProcessOptions = {}): { command: 
   const line = [...killedWithParent, ...(namespaces.length > 0 ? ['unshare', ...namespaces] : []), ...fixedStack, ...node];
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, NODE_OPTIONS: '' };
   if (options.escapePayloadForTests) env.POPULORA_SANDBOX_ESCAPE_PAYLOAD = options.escapePayloadForTests;
+  if (options.realBuiltinsForTests) env.POPULORA_SANDBOX_REAL_BUILTINS_FOR_TESTS = '1';
   return { command: line[0]!, args: line.slice(1), env };
 }
 

@@ -41,7 +41,7 @@ export class PythonVerifierPool implements VerifierPool {
   }
 
   private start(): SandboxProcess {
-    return new SandboxProcess({ escapePayloadForTests: this.options.escapePayloadForTests });
+    return new SandboxProcess({ escapePayloadForTests: this.options.escapePayloadForTests, realBuiltinsForTests: this.options.realBuiltinsForTests });
   }
 
   /** Waits until every sandbox process has loaded its interpreter (a few seconds); fails if one cannot start. */

@@ -12,6 +12,8 @@
 import codecs
 import gc
 import json
+import marshal
+import os
 import sys
 import tracemalloc
 import types
@@ -110,20 +112,40 @@ def check(source):
         return _json({'ok': False, 'reason': refusal.reason, 'detail': refusal.detail})
 
 
-def run(source, inputs_json, fuel, run_state=_run):
-    """Runs the program once per input (each in a fresh world) within `fuel` steps in all."""
-    answer = {'ok': True, 'outputs': [], 'printed': '', 'fuel': 0}
+_kept = []  # the values the current run returned, alive until executor.ts has read them (the next restore drops them)
+
+
+RECORD_FD = 1000  # host-calls.ts keeps the first write of a run to it, out of the program's reach
+
+
+def run(source, inputs_json, fuel, perturb_seed=None, compiled=None, run_state=_run, kept=_kept):
+    """Runs the program once per input (each in a fresh world) within `fuel` steps in all. The report gives each
+    output's canonical text and the address of the value itself: executor.ts reads the value out of memory and
+    writes its text again (python-values.ts), and that text is the verdict's; this one only has to agree with it.
+
+    Compiled here, the program's code and metrics go to RECORD_FD before any of its code runs (executor.ts keeps
+    them: a trusted record). `compiled` is such code given back (marshal's bytes as latin-1 text), for a
+    validation's second run, which `perturb_seed` makes move the allocator first."""
+    kept.clear()
+    if perturb_seed is not None:
+        _perturb(perturb_seed)
+    answer = {'ok': True, 'outputs': [], 'values': [], 'printed': '', 'fuel': 0}
     run_state.used, run_state.limit, run_state.refusal = 0, fuel, None
     try:
-        code, metrics = _compile(source)
-        answer.update(metrics=metrics, inputTypes=[], outputTypes=[])
+        if compiled is None:
+            code, metrics = _compile(source)
+            os.write(RECORD_FD, _json(metrics).encode() + b'\n' + marshal.dumps(code))
+        else:
+            code, metrics = marshal.loads(compiled.encode('latin-1')), {}
+        answer.update(metrics=metrics, inputTypes=[])
         _meter(code)
         for text in _decode(inputs_json):
             arguments = _arguments(text)
             answer['inputTypes'].append(', '.join(_type_name(a) for a in arguments))
             value, printed = _call(code, arguments)
             answer['outputs'].append(_canonical(value))
-            answer['outputTypes'].append(_type_name(value))
+            kept.append(value)
+            answer['values'].append(id(value))
             answer['printed'] += ''.join(printed)
     except Refused as refusal:
         reason, detail = run_state.refusal or (refusal.reason, refusal.detail)
@@ -132,22 +154,44 @@ def run(source, inputs_json, fuel, run_state=_run):
     return _json(answer)
 
 
-def same_value(a, b):
-    """Two texts name the same Python value: both parsed as literals, compared as canonical texts of exact types
-    ("[1, 2]" is "[1,2]", "{2, 1}" is "{1, 2}"; 1 is not 1.0 nor True)."""
-    try:
-        return _json(_canonical(_literal(a, 'output'), sort=True) == _canonical(_literal(b, 'output'), sort=True))
-    except Refused:
-        return _json(False)
+def canonical(texts_json):
+    """Each text parsed as a literal and written in the form two equal values share (set items and dict entries in
+    sorted order: "{2, 1}" and "{1, 2}" share it; 1, 1.0 and True do not), or None where a text is no literal.
+    executor.ts calls it in a state no program has run in, and compares the forms itself."""
+    forms = []
+    for text in _decode(texts_json):
+        try:
+            forms.append(_canonical(_literal(text, 'output'), sort=True))
+        except Refused:
+            forms.append(None)
+    return _json(forms)
 
 
 _ballast = []
 
 
-def perturb(seed):
-    """Shifts where the next run's objects land, so that id()-dependent orders differ between validation runs."""
+def _perturb(seed):
+    """Shifts where the run's objects land, so that id()-dependent orders differ between validation runs."""
     _ballast.clear()
     _ballast.extend([object() for _ in range(17 + seed % 101)] + [[0] * (seed % 13 + 1) for _ in range(7)])
+
+
+# Values whose repr and type name Python gives here, at load: executor.ts reads them out of memory with its own
+# reader (python-values.ts) and refuses to start unless it writes the same texts (the objects' layout is checked).
+_LAYOUT_SAMPLE = [
+    0, 1, -1, 7, 2**30 - 1, 2**30, -2**30, 2**62 + 12345, -(10**40), 10**4299, True, False, None,
+    0.0, -0.0, 1.5, 0.1, 1e16, 1e-05, 0.0001, 123456789.125, 5e-324, 1.7976931348623157e308, 2.5e-300,
+    1j, -1.5j, complex(1, -0.0), complex(-0.0, 2), complex(0.0, -0.0), complex(1e20, 1e-7),
+    '', 'abc', "it's", 'say "hi"', 'both \' and "', 'tab\tnew\nline\r\\', '\x00\x1f\x7f', '\xe9', '\xa0\xad', '\u4e2d\u6587',
+    '\u200b', '\U0001f600', '\ud800', '\U000e0001', '\u0378', b'', b"a'b", b'\x00\xff"\'\\',
+    (), (1,), (1, 'a'), [], [[]], [1, [2, [3]]], {}, {'a': 1, 2: [3]}, {1: {2: {3: 4}}}, set(), {3, 1, 2},
+    {(1, 2), 'x'}, ([{}, set()],), [1.5, None, b'x', 2j, True],
+]
+
+
+def layout_sample():
+    """The sample's address, and each value's canonical text and type name as this file writes them."""
+    return _json({'address': id(_LAYOUT_SAMPLE), 'expected': [[_canonical(value), _type_name(value)] for value in _LAYOUT_SAMPLE]})
 
 
 # ---- load: warm what imports lazily, then close the exits ---------------------------------------------------------

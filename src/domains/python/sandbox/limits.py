@@ -9,6 +9,7 @@
 
 import collections
 import itertools
+import sys
 import tracemalloc
 
 MAX_RECURSION = 200  # frames of the program's own calls, above the harness's
@@ -33,6 +34,9 @@ MAX_INPUT_CHARS = 100_000  # one input's text
 TOOL_ID = 3  # sys.monitoring tool slot for fuel (0-2 and 5 are reserved for debuggers, coverage, profilers)
 PROGRAM_FILE = '<program>'  # the program's code objects carry it: fuel, sticky refusals and stores look for it
 PROGRAM_MODULE = 'program'  # the program's `__name__`: classes and functions it makes carry it as __module__
+# Tests only (executor.ts sets it at load, from JavaScript): programs run unchecked, unrewritten, with the real
+# builtins, as if they had escaped every layer here; what must still hold then is the judge's and the restore's.
+REAL_BUILTINS_FOR_TESTS = getattr(sys.modules[__package__], 'REAL_BUILTINS_FOR_TESTS', False) is True
 GUARD_PREFIX = '_guard_'  # the rewritten program's calls of the guards: a name the program may not use
 
 

@@ -31,7 +31,7 @@ import textwrap
 import types
 import typing
 import unicodedata
-from .limits import GUARD_PREFIX, MAX_PRINT_CHARS, PROGRAM_MODULE, _refuse, _run, _shallow
+from .limits import GUARD_PREFIX, MAX_PRINT_CHARS, PROGRAM_MODULE, REAL_BUILTINS_FOR_TESTS, _refuse, _run, _shallow
 from .guards import _check_lshift, _check_mod, _check_mul, _check_pow, _guard_bytearray, _guard_bytes, _guard_fstring, _guard_int, _guard_loop_range, _guard_lshift, _guard_method, _guard_mod, _guard_mul, _guard_pow, _guard_range, _guard_refuse_target, _guard_str, _guard_target
 from .regex_checks import _regex_function
 from .library_guards import _accumulate, _all, _any, _ascii, _chain, _comb, _compare, _contains, _deepcopy, _enumerate, _extreme, _factorial, _filter, _format, _hash, _heapify, _ilshift, _imod, _imul, _ipow, _items_checked, _iter, _itertool, _json_dumps, _json_loads, _lcm, _map, _own_classes_only, _perm, _prod, _reduce, _repr, _reversed, _sorted, _starmap, _sum, _sumprod, _update_wrapper, _wraps, _zip
@@ -160,6 +160,8 @@ class _World:
         safe['print'] = self.print_
         safe['__build_class__'] = builtins.__build_class__  # `class` statements; the name is refused in source
         self.globals = {'__builtins__': safe, '__name__': PROGRAM_MODULE, **_GUARDS}
+        if REAL_BUILTINS_FOR_TESTS:
+            self.globals = {'__builtins__': builtins, '__name__': PROGRAM_MODULE}
 
     def view(self, name, run=_run):
         view = self.views.get(name)
