@@ -241,7 +241,15 @@ export class PythonExecutor {
     // A validation's second run takes the code its first run compiled, as recorded: different allocations before the
     // program starts are what that run is for. Every other run compiles, as the first did.
     const reuse = perturbSeed !== undefined && this.compiled?.program === program ? this.compiled : null;
-    const report = this.call('run', program, JSON.stringify(inputs), fuel, perturbSeed, reuse?.code);
+    let report: string;
+    try {
+      report = this.call('run', program, JSON.stringify(inputs), fuel, perturbSeed, reuse?.code);
+    } catch (error) {
+      // The sandbox's own Python failed while the program's ran: only a program that changed it gets here (a bug
+      // of the sandbox shows in every corpus test as this verdict, never silently).
+      if ((error as Error).name !== 'PythonError') throw error;
+      return { ok: false, reason: 'tampered', detail: `the sandbox's own code failed during the run (${(error as Error).message.trim().split('\n').pop()!.slice(0, 200)})`, fuel: 0 };
+    }
     if (!reuse) this.compiled = compiledOf(program, this.gate.takeRecord());
     const result = this.judge(report, inputs.length, reuse?.metrics ?? (this.compiled?.program === program ? this.compiled.metrics : undefined));
     // Whether the heap could still grow depends on what earlier programs left: a program that met the cap is
