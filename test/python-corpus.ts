@@ -29,7 +29,8 @@ export const HOSTILE: HostileProgram[] = [
   // ---- the host: files, commands, modules that reach them
   { what: 'a file read through open', program: `def f():\n    h = open('${SENTINEL_DIR}/secret.txt')\n    return 1`, inputs: [''], reason: 'forbidden-builtin', detail: /open/ },
   { what: 'a file written through open', program: `def f():\n    h = open('${SENTINEL_DIR}/planted.txt', 'w')\n    return 1`, inputs: [''], reason: 'forbidden-builtin', detail: /open/ },
-  { what: 'a file method on what open gave', program: `def f():\n    return open('${SENTINEL_DIR}/secret.txt').read()`, inputs: [''], reason: 'forbidden-attribute', detail: /\.read/ },
+  // .read is not a name the library gives: read from the program's own objects only, so open is refused first
+  { what: 'a file method on what open gave', program: `def f():\n    return open('${SENTINEL_DIR}/secret.txt').read()`, inputs: [''], reason: 'forbidden-builtin', detail: /open/ },
   { what: 'import os', program: `import os\ndef f():\n    return os.listdir('${SENTINEL_DIR}')`, inputs: [''], reason: 'forbidden-import', detail: /\bos \(line 1\) is not importable/ },
   { what: 'os.system inside the function', program: 'def f():\n    import os\n    return os.system("touch /tmp/x")', inputs: [''], reason: 'forbidden-import' },
   { what: 'subprocess', program: 'def f():\n    import subprocess\n    return subprocess.run(["ls"])', inputs: [''], reason: 'forbidden-import' },
@@ -78,6 +79,23 @@ export const HOSTILE: HostileProgram[] = [
   { what: 'string.Formatter', program: 'import string\ndef f():\n    return string.Formatter().format("{0.__class__}", 1)', inputs: [''], reason: 'forbidden-attribute', detail: /Formatter/ },
   { what: 'dataclasses.make_dataclass', program: "import dataclasses\ndef f():\n    return dataclasses.make_dataclass('X', ['a'])", inputs: [''], reason: 'forbidden-attribute' },
   { what: 'type() with three arguments', program: "def f():\n    X = type('X', (), {'__del__': lambda self: 0})\n    return 1", inputs: [''], reason: 'forbidden-builtin', detail: /three arguments/ },
+  // ---- an allow-list the program cannot extend: strings and its own names open nothing of the library's; calls
+  // are checked by the callee's value
+  { what: 'a string naming a method that evaluates text (ForwardRef.evaluate)', program: "import typing\ndef f():\n    name = 'evaluate'\n    ref = typing.get_args(typing.List['__import__(\"os\")'])[0]\n    return ref.evaluate(globals={})", inputs: [''], reason: 'forbidden-attribute', detail: /\.evaluate of a ForwardRef/ },
+  { what: 'a method of its own named like a library one', program: "import typing\nclass A:\n    def evaluate(self):\n        return 0\ndef f():\n    ref = typing.get_args(typing.List['x'])[0]\n    return [A().evaluate(), ref.evaluate(globals={'x': 1})]", inputs: [''], reason: 'forbidden-attribute', detail: /\.evaluate of a ForwardRef/ },
+  { what: 'a private name of the library in a string', program: "from fractions import Fraction\ndef f():\n    keys = {'_numerator': 1}\n    return Fraction(1, 2)._numerator", inputs: [''], reason: 'forbidden-attribute', detail: /_numerator/ },
+  { what: "library state read through a class of its own", program: "import textwrap\nclass W(textwrap.TextWrapper):\n    pass\ndef f():\n    W().unicode_whitespace_trans[32] = 'X'\n    return 1", inputs: [''], reason: 'forbidden-attribute', detail: /\.unicode_whitespace_trans of a W/ },
+  { what: 'an alias of type, called with three arguments', program: "def f():\n    t = type\n    return t('X', (), {'__del__': lambda self: 0})", inputs: [''], reason: 'forbidden-builtin', detail: /an alias of it/ },
+  { what: 'type handed to map', program: "def f():\n    return list(map(type, ['X'], [()], [{}]))", inputs: [''], reason: 'forbidden-builtin', detail: /an alias of it/ },
+  { what: 'the class of a class (type(int))', program: "def f():\n    return type(int)('X', (), {'__del__': lambda self: 0})", inputs: [''], reason: 'forbidden-builtin', detail: /the class of a class/ },
+  { what: 'the class of a class (.__class__)', program: "def f():\n    return (1).__class__.__class__('X', (), {})", inputs: [''], reason: 'forbidden-builtin', detail: /the class of a class/ },
+  { what: 'a metaclass of the library (type(an Enum))', program: "import enum\nclass C(enum.Enum):\n    A = 1\ndef f():\n    return type(C)('D', (enum.Enum,), {})", inputs: [''], reason: 'forbidden-builtin', detail: /the class of a class/ },
+  { what: 'typing.get_origin(Type[int])', program: "import typing\ndef f():\n    return typing.get_origin(typing.Type[int])('X', (), {})", inputs: [''], reason: 'forbidden-builtin', detail: /metaclass type/ },
+  { what: 'the name type rebound', program: 'def f(type):\n    return type', inputs: ['1'], reason: 'forbidden-syntax', detail: /the name type .*is reserved/ },
+  { what: "a member named like a hook through Enum's functional API", program: "import enum\ndef f():\n    E = enum.Enum('E', [('__del__', 1)])\n    return 1", inputs: [''], reason: 'forbidden-attribute', detail: /Enum member named '__del__'/ },
+  { what: 'a pattern attribute read from a library class', program: "import typing\ndef f():\n    match typing.get_args(typing.List['x'])[0]:\n        case typing.Any(evaluate=e):\n            return 1\n    return 0", inputs: [''], reason: 'forbidden-attribute', detail: /pattern attribute evaluate/ },
+  { what: "a pattern attribute read from a rebound class name", program: "class P:\n    evaluate = 1\ndef f():\n    P = int\n    match 1:\n        case P(evaluate=e):\n            return e\n    return 0", inputs: [''], reason: 'forbidden-attribute', detail: /pattern attribute evaluate/ },
+  { what: 'namedtuple and Enum fields given as strings, read back', program: "from collections import namedtuple\nfrom enum import Enum\nP = namedtuple('P', 'left right')\nE = Enum('E', 'RED BLUE')\ndef f():\n    p = P(1, 2)\n    return [p.left + p.right, E.BLUE.value, E.RED.name]", inputs: [''], reason: 'ok', outputs: ["[3, 2, 'RED']"] },
   // ---- hooks the program may not define
   { what: 'a finalizer (__del__)', program: 'class A:\n    def __del__(self):\n        pass\ndef f():\n    return 1', inputs: [''], reason: 'forbidden-syntax', detail: /__del__/ },
   { what: '__getattr__', program: 'class A:\n    def __getattr__(self, name):\n        return 1\ndef f():\n    return 1', inputs: [''], reason: 'forbidden-syntax' },

@@ -342,6 +342,75 @@ def _guard_target(value, type=type, run=_run, module=PROGRAM_MODULE):
     _refuse('forbidden-attribute', f'setting an attribute on {kind.__name__} {getattr(value, "__name__", "")!s} would change a library object')
 
 
+_CLASS_DICT = type.__dict__['__dict__'].__get__  # a class's own namespace, by type's C slot: no hook of the class runs
+_CLASS_MRO = type.__dict__['__mro__'].__get__
+_ATTRIBUTE_HOOKS = ('__getattr__', '__getattribute__')
+
+
+class _Resolutions(dict):
+    """(class, name, read from the class itself) → whether the name may be read: it resolves in a class of the
+    program's, or in none where the class is the program's (the instance's own dict, else an AttributeError), and
+    no library class on the way answers for it (a method of the library's, a __getattr__). Kept for one run."""
+
+    def __missing__(self, key, module=PROGRAM_MODULE):
+        owner, name, from_class = key
+        self[key] = allowed = self.resolve(owner, name, from_class, module)
+        return allowed
+
+    @staticmethod
+    def resolve(owner, name, from_class, module):
+        mro = _CLASS_MRO(owner)
+        for base in mro:
+            namespace = _CLASS_DICT(base)
+            if name in namespace:
+                return namespace.get('__module__') == module
+        if _CLASS_DICT(owner).get('__module__') != module:
+            return False
+        if from_class and type(owner) is not type:
+            return False  # a metaclass of the library's (EnumType, ABCMeta) would answer next
+        return not any(hook in _CLASS_DICT(base) for base in mro if base is not object for hook in _ATTRIBUTE_HOOKS)
+
+
+_resolutions = _Resolutions()
+
+
+def _guard_attr(value, name, type=type, run=_run, resolutions=_resolutions, getattr=getattr):
+    """Layer 2: `value.name` for a name the library may not give (source_checks.py): read from the program's own
+    objects only, judged by the value, whatever the program's text says. A module view gives what it holds (its
+    allowed names, and what the program stored there); a function of the program's, its own attributes."""
+    kind = type(value)
+    if kind is type or isinstance(value, type):
+        if resolutions[value, name, True]:
+            return getattr(value, name)
+    elif kind is types.ModuleType:
+        if name in value.__dict__ and any(value is view for view in run.views):
+            return value.__dict__[name]
+        _refuse('forbidden-attribute', f'{getattr(value, "__name__", "a module")}.{name} is not among the names the sandbox exposes')
+    elif kind is types.FunctionType:
+        if value.__code__.co_filename == PROGRAM_FILE:
+            return getattr(value, name)
+    elif resolutions[kind, name, False]:
+        return getattr(value, name)
+    _refuse('forbidden-attribute', f'.{name} of a {kind.__name__} is out of the sandbox\'s reach (only the program\'s own objects give names the library does not)')
+
+
+def _not_metaclass(kind):
+    if issubclass(kind, type):
+        _refuse('forbidden-builtin', f'the class of a class ({kind.__name__}) makes classes from a dict of names; use a class statement')
+    return kind
+
+
+def _guard_type(value, type=type):
+    """type(value), one argument (source_checks.py refuses the others): never a metaclass, which would make classes
+    from a dict of names (a three-argument call of an alias of type)."""
+    return _not_metaclass(type(value))
+
+
+def _guard_class(value, type=type):
+    """value.__class__: as type(value), for the objects a program can make (none defines __class__)."""
+    return _not_metaclass(type(value))
+
+
 def _range_items(items):
     return max(0, (items.stop - items.start + items.step - (1 if items.step > 0 else -1)) // items.step)  # len() overflows on wasm32
 

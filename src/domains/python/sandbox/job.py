@@ -19,6 +19,7 @@ import tracemalloc
 import types
 from .limits import MAX_MEMORY_BYTES, MAX_RECURSION, PROGRAM_MODULE, Refused, TOOL_ID, _nestable, _record, _refuse, _run, _too_deep
 from .exits import _close_imports, _close_javascript
+from .guards import _resolutions
 from .library_guards import _chains
 from .world import _World
 from .rewrite import _compile
@@ -66,6 +67,7 @@ def _call(code, arguments, run=_run, running=_running):
         tracemalloc.stop()
         sys.setrecursionlimit(limit)
         _chains.depths.clear()
+        _resolutions.clear()  # its classes are gone with its world
     if run.refusal is not None:
         raise Refused(*run.refusal)
     if run.used > run.limit:

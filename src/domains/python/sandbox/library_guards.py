@@ -299,6 +299,19 @@ def _heapify(heap):
     return heapq.heapify(heap)
 
 
+def _no_metaclasses(real):
+    """typing.get_origin/get_args: a metaclass in the answer (get_origin(Type[int]) is type) would make classes from
+    a dict of names; refused, as type(a class) is (guards.py)."""
+    def checked(*args, **kwargs):
+        result = real(*args, **kwargs)
+        for part in result if type(result) is tuple else (result,):
+            if isinstance(part, type) and issubclass(part, type):
+                _refuse('forbidden-builtin', f'{real.__name__}() gives the metaclass {part.__name__}, which makes classes from a dict of names')
+        return result
+    checked.__name__ = real.__name__
+    return checked
+
+
 def _update_wrapper(wrapper, wrapped):
     """functools.update_wrapper with its fixed names only (`assigned=`/`updated=` would copy any attribute by name),
     onto the program's own functions only (it sets attributes on the wrapper)."""

@@ -4,9 +4,11 @@
 # do unbounded work on its behalf (Fraction's parser).
 
 import abc
+import enum
 import fractions
 import re
 import string
+import sys
 from .limits import PROGRAM_MODULE, _refuse
 from .regex_checks import _check_regex
 
@@ -26,7 +28,9 @@ _running = _Running()
 def _seal_library():
     """Library entry points that would keep a program's change or do unbounded work for it: ABC registration is
     refused while a program runs (outside a run, e.g. in executor.ts's tests, it works as it always did), a
-    string.Template subclass's pattern is checked as re's functions check theirs, Fraction's parser is bounded."""
+    string.Template subclass's pattern is checked as re's functions check theirs, Fraction's parser is bounded, and
+    Enum's functional API makes no member of a reserved name (Enum('E', [('__del__', f)]) would give a class a hook
+    the source checks refuse in a class statement)."""
     register = abc.ABCMeta.register
 
     def guarded_register(cls, subclass, running=_running):
@@ -51,3 +55,17 @@ def _seal_library():
     if bounded == rational.pattern:
         raise RuntimeError("sandbox/seals.py: fractions' parser has changed; its exponents are unbounded")
     fractions._RATIONAL_FORMAT = re.compile(bounded, rational.flags)
+
+    create = enum.EnumType._create_
+
+    def guarded_create(cls, class_name, names, **options):
+        names = list(names.items()) if isinstance(names, dict) else names.replace(',', ' ').split() if isinstance(names, str) else list(names)
+        for item in names:
+            name = item if isinstance(item, str) else item[0] if isinstance(item, (tuple, list)) and item else None
+            if not isinstance(name, str) or name.startswith('_'):
+                _refuse('forbidden-attribute', f'an Enum member named {name!r}: members of the functional API take public names')
+        if options.get('module') is None:  # as _create_ would find it, had this frame not come between
+            options['module'] = sys._getframemodulename(2)
+        return create(cls, class_name, names, **options)
+
+    enum.EnumType._create_ = guarded_create

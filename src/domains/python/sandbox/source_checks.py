@@ -3,8 +3,11 @@
 # Threat: every way a name becomes an attribute lookup (attributes, `match` keyword patterns, __match_args__,
 # from-imports) reaching a frame, code, globals, a class's subclasses or a method that evaluates text; dunder
 # methods that library or sandbox code would call by name (__del__, __getattr__, __reduce__…); handlers that
-# would catch the sandbox's refusals; imports of anything but the module views. A name read as an attribute must
-# be a public name of a builtin type or an exposed library class, or one the program gives its own things.
+# would catch the sandbox's refusals; imports of anything but the module views; `type` anywhere but as the callee
+# of a one-argument call or the class tested by isinstance/issubclass (an alias of it would make classes from a
+# dict of names). A name read as an attribute is a public name of a builtin type or an exposed library class, or
+# else it goes through a guard that reads it from the program's own objects only (guards.py's _guard_attr): no
+# string of the program's, and nothing it names, widens what it may read from the library.
 
 import ast
 import collections
@@ -63,7 +66,6 @@ _ALLOWED_NODES = frozenset({
     ast.match_case, ast.MatchValue, ast.MatchSingleton, ast.MatchSequence, ast.MatchMapping, ast.MatchClass,
     ast.MatchStar, ast.MatchAs, ast.MatchOr,
 })
-_IDENTIFIER = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 # The names a node binds: none may be a dunder or one of the sandbox's.
 _BOUND_NAMES = {
     ast.arg: lambda node: (node.arg,), ast.keyword: lambda node: (node.arg,), ast.Global: lambda node: node.names,
@@ -71,6 +73,8 @@ _BOUND_NAMES = {
     ast.ExceptHandler: lambda node: (node.name,), ast.MatchAs: lambda node: (node.name,),
     ast.MatchStar: lambda node: (node.name,), ast.MatchMapping: lambda node: (node.rest,),
 }
+# The nodes that bind a name in a scope (a keyword argument does not), for counting a name's bindings.
+_BINDERS = {**{kind: names for kind, names in _BOUND_NAMES.items() if kind is not ast.keyword}, ast.FunctionDef: lambda node: (node.name,), ast.ClassDef: lambda node: (node.name,)}
 
 
 def _is_dunder(name):
@@ -81,13 +85,16 @@ _BRANCHING = frozenset({ast.If, ast.For, ast.While, ast.IfExp, ast.ExceptHandler
 
 
 class _Survey:
-    """One walk over the tree: its nodes, the names the program gives things (its definitions, the attributes it
-    stores, keyword and parameter names, words in its strings: namedtuple and Enum fields), which may be read back
-    as attributes; the nodes that make a class's namespace; and the program's metrics."""
+    """One walk over the tree: its nodes, the names the program binds (definitions, assignments, parameters), how
+    often each is bound and which name a class statement binds; the attribute names it stores; the nodes that make a
+    class's namespace; and the program's metrics. Nothing is read out of its strings."""
 
     def __init__(self, tree):
         self.nodes = []  # in source order: the first rule broken is the first in the text
         self.names = set()
+        self.bindings = collections.Counter()  # name → how many places bind it
+        self.class_names = set()  # names a class statement binds
+        self.stored_attributes = set()  # names the program stores as attributes, or binds in a class body
         self.class_level = set()
         depth = branches = 0
         stack = [(tree, 1)]
@@ -100,28 +107,24 @@ class _Survey:
                 branches += 1 + (len(node.ifs) if kind is ast.comprehension else 0)
             elif kind is ast.BoolOp:
                 branches += len(node.values) - 1
-            elif kind is ast.FunctionDef:
-                self.names.add(node.name)
-            elif kind is ast.ClassDef:
-                self.names.add(node.name)
+            if kind is ast.ClassDef:
+                self.class_names.add(node.name)
                 self.class_level.update(map(id, node.body))
                 for statement in node.body:
                     targets = statement.targets if type(statement) is ast.Assign else [statement.target] if type(statement) is ast.AnnAssign else []
                     self.class_level.update(id(target) for target in targets if type(target) is ast.Name)
-            elif kind is ast.Name:
-                if type(node.ctx) is ast.Store:
-                    self.names.add(node.id)
+                    self.stored_attributes.update(target.id for target in targets if type(target) is ast.Name)
+                    if type(statement) is ast.FunctionDef:
+                        self.stored_attributes.add(statement.name)
             elif kind is ast.Attribute:
                 if type(node.ctx) is not ast.Load:
-                    self.names.add(node.attr)
-            elif kind is ast.arg:
-                self.names.add(node.arg)
-            elif kind is ast.keyword:
-                if node.arg:
-                    self.names.add(node.arg)
-            elif kind is ast.Constant:
-                if type(node.value) is str and len(node.value) <= 1000:
-                    self.names.update(_IDENTIFIER.findall(node.value))
+                    self.stored_attributes.add(node.attr)
+            binder = _BINDERS.get(kind)
+            if binder is not None or kind is ast.Name and type(node.ctx) is not ast.Load:
+                for name in binder(node) if binder else (node.id,):
+                    if name:
+                        self.names.add(name)
+                        self.bindings[name] += 1
             stack.extend((child, level + 1) for child in reversed(list(ast.iter_child_nodes(node))))  # in source order
         normal = ast.dump(tree, annotate_fields=False)  # formatting and comments do not make a program distinct
         self.metrics = {'nodes': len(self.nodes), 'depth': depth, 'cyclomatic': 1 + branches, 'hash': _sha256(normal.encode()).hexdigest()[:16]}
@@ -132,8 +135,8 @@ class _Checker:
 
     def __init__(self, survey):
         self.survey = survey
-        self.program_names = survey.names - _DANGEROUS_ATTRIBUTES
-        self.dangerous = survey.names & _DANGEROUS_ATTRIBUTES
+        self.guarded_attributes = set()  # names read through _guard_attr (rewrite.py): the program's own objects only
+        self.type_positions = set()  # ids of the Name nodes where `type` may stand: see call_refusal
         self.rules = {
             ast.Attribute: self.attribute_refusal, ast.MatchClass: self.pattern_refusal, ast.Name: self.name_node_refusal,
             ast.FunctionDef: self.definition_refusal, ast.ClassDef: self.definition_refusal, ast.Assign: self.class_assign_refusal,
@@ -142,9 +145,6 @@ class _Checker:
         }
 
     def check(self):
-        if self.dangerous:
-            name = sorted(self.dangerous)[0]
-            return 'forbidden-attribute', f'the program names an attribute .{name}, which the sandbox keeps out of reach'
         allowed, rules, bound = _ALLOWED_NODES, self.rules, _BOUND_NAMES
         for node in self.survey.nodes:
             kind = type(node)
@@ -156,32 +156,50 @@ class _Checker:
                 return refusal
             names = bound.get(kind)
             for name in names(node) if names else ():
-                if name and (_is_dunder(name) or name.startswith(GUARD_PREFIX)):
-                    return 'forbidden-syntax', f'the name {name} (line {getattr(node, "lineno", "?")}) is reserved'
+                if name and (_is_dunder(name) or name.startswith(GUARD_PREFIX) or name == 'type' and kind is not ast.keyword):
+                    return 'forbidden-syntax', f'the name {name} (line {getattr(node, "lineno", "?")}) is reserved: give yours another name'
         return None
 
-    def attribute_allowed(self, name):
+    @staticmethod
+    def attribute_access(name):
+        """How a name may be read as an attribute: 'direct' (a public name of the builtin types and the exposed
+        library, or a dunder of READABLE_DUNDERS), 'guarded' (read from the program's own objects only), or None."""
         if _is_dunder(name):
-            return name in READABLE_DUNDERS
-        if name.startswith('_'):
-            return name in READABLE_PRIVATE or (name in self.program_names and name not in _LIBRARY_PRIVATE)
-        return name in _SAFE_ATTRIBUTES or name in self.program_names or name in GUARDED_METHODS
+            return 'direct' if name in READABLE_DUNDERS else None
+        if name in _DANGEROUS_ATTRIBUTES or name in _LIBRARY_PRIVATE:
+            return None
+        if name in _SAFE_ATTRIBUTES or name in GUARDED_METHODS or name in READABLE_PRIVATE:
+            return 'direct'
+        return 'guarded'
 
     def attribute_refusal(self, node):
-        if not self.attribute_allowed(node.attr):
+        access = self.attribute_access(node.attr)
+        if access is None or type(node.ctx) is not ast.Load and _is_dunder(node.attr):
             return 'forbidden-attribute', f".{node.attr} (line {node.lineno}) is out of the sandbox's reach"
+        if access == 'guarded' and type(node.ctx) is ast.Load:
+            self.guarded_attributes.add(node.attr)
         return None
 
     def pattern_refusal(self, node):
+        """`case C(name=…)` reads `name` in C code, where no guard sees it: a name the library may not give must be
+        read from a class of the program's, bound once, by a class statement."""
+        own_class = type(node.cls) is ast.Name and node.cls.id in self.survey.class_names and self.survey.bindings[node.cls.id] == 1
         for name in node.kwd_attrs:
-            if not self.attribute_allowed(name):
+            access = self.attribute_access(name)
+            if access is None or access == 'guarded' and not own_class:
                 return 'forbidden-attribute', f"the pattern attribute {name}= (line {node.lineno}) is out of the sandbox's reach"
         return None
 
     def name_node_refusal(self, node):
+        if node.id == 'type' and id(node) not in self.type_positions:
+            if type(node.ctx) is not ast.Load:
+                return 'forbidden-syntax', f'the name type (line {node.lineno}) is the builtin\'s: give your variable another name'
+            return 'forbidden-builtin', f'type (line {node.lineno}) may only be called with one argument or given to isinstance/issubclass: an alias of it makes classes from a dict of names'
         return self.name_refusal(node.id, node.lineno, type(node.ctx) is ast.Load, id(node) in self.survey.class_level)
 
     def definition_refusal(self, node):
+        if node.name == 'type':
+            return 'forbidden-syntax', f'the name type (line {node.lineno}) is the builtin\'s: give your function or class another name'
         if _is_dunder(node.name) and not (id(node) in self.survey.class_level and node.name in DEFINABLE_DUNDERS):
             return 'forbidden-syntax', f'defining {node.name} (line {node.lineno}) is not allowed: the sandbox allows ordinary dunder methods only'
         return None
@@ -200,8 +218,19 @@ class _Checker:
         return None
 
     def call_refusal(self, node):
-        if type(node.func) is ast.Name and node.func.id == 'type' and len(node.args) != 1:
-            return 'forbidden-builtin', f'type() with three arguments (line {node.lineno}) makes a class from a dict of names; use a class statement'
+        """Where `type` may stand (the survey visits a call before its callee and arguments): as the callee of a
+        call with one positional argument (rewrite.py checks its result by value: never a metaclass), and as the
+        class, or one of the tuple of classes, given to isinstance or issubclass. Nowhere else: no alias."""
+        func = node.func
+        if type(func) is ast.Name and func.id == 'type':
+            if len(node.args) != 1 or node.keywords or type(node.args[0]) is ast.Starred:
+                return 'forbidden-builtin', f'type() with three arguments (line {node.lineno}) makes a class from a dict of names; use a class statement'
+            self.type_positions.add(id(func))
+        elif type(func) is ast.Name and func.id in ('isinstance', 'issubclass') and len(node.args) == 2:
+            tested = node.args[1]
+            for part in tested.elts if type(tested) is ast.Tuple else (tested,):
+                if type(part) is ast.Name and part.id == 'type':
+                    self.type_positions.add(id(part))
         return None
 
     def name_refusal(self, name, line, load, in_class_body):
@@ -216,7 +245,14 @@ class _Checker:
         return None
 
     def match_args_refusal(self, value, line):
-        if isinstance(value, ast.Tuple) and all(isinstance(item, ast.Constant) and isinstance(item.value, str) and self.attribute_allowed(item.value) for item in value.elts):
+        """A positional class pattern reads these names in C code: each must be one the library may give, or one the
+        program stores on its own objects (never a private name of the library's)."""
+        def allowed(item):
+            if not (isinstance(item, ast.Constant) and isinstance(item.value, str)):
+                return False
+            access = self.attribute_access(item.value)
+            return access == 'direct' or access == 'guarded' and item.value in self.survey.stored_attributes
+        if isinstance(value, ast.Tuple) and all(allowed(item) for item in value.elts):
             return None
         return 'forbidden-attribute', f'__match_args__ (line {line}) must be a tuple of the class\'s own attribute names'
 

@@ -32,9 +32,9 @@ import types
 import typing
 import unicodedata
 from .limits import GUARD_PREFIX, MAX_PRINT_CHARS, PROGRAM_MODULE, REAL_BUILTINS_FOR_TESTS, _refuse, _run, _shallow
-from .guards import _check_lshift, _check_mod, _check_mul, _check_pow, _guard_bytearray, _guard_bytes, _guard_fstring, _guard_int, _guard_loop_range, _guard_lshift, _guard_method, _guard_mod, _guard_mul, _guard_pow, _guard_range, _guard_refuse_target, _guard_str, _guard_target
+from .guards import _check_lshift, _check_mod, _check_mul, _check_pow, _guard_attr, _guard_bytearray, _guard_bytes, _guard_class, _guard_fstring, _guard_int, _guard_loop_range, _guard_lshift, _guard_method, _guard_mod, _guard_mul, _guard_pow, _guard_range, _guard_refuse_target, _guard_str, _guard_target, _guard_type
 from .regex_checks import _regex_function
-from .library_guards import _accumulate, _all, _any, _ascii, _chain, _comb, _compare, _contains, _deepcopy, _enumerate, _extreme, _factorial, _filter, _format, _hash, _heapify, _ilshift, _imod, _imul, _ipow, _items_checked, _iter, _itertool, _json_dumps, _json_loads, _lcm, _map, _own_classes_only, _perm, _prod, _reduce, _repr, _reversed, _sorted, _starmap, _sum, _sumprod, _update_wrapper, _wraps, _zip
+from .library_guards import _accumulate, _all, _any, _ascii, _chain, _comb, _compare, _contains, _deepcopy, _enumerate, _extreme, _factorial, _filter, _format, _hash, _heapify, _ilshift, _imod, _imul, _ipow, _items_checked, _iter, _itertool, _json_dumps, _json_loads, _lcm, _map, _no_metaclasses, _own_classes_only, _perm, _prod, _reduce, _repr, _reversed, _sorted, _starmap, _sum, _sumprod, _update_wrapper, _wraps, _zip
 
 _MODULE_NAMES = {
     'math': 'acos acosh asin asinh atan atan2 atanh cbrt ceil comb copysign cos cosh degrees dist e erf erfc exp exp2 expm1 fabs factorial floor fma fmod frexp fsum gamma gcd hypot inf isclose isfinite isinf isnan isqrt lcm ldexp lgamma log log10 log1p log2 modf nan nextafter perm pi pow prod radians remainder sin sinh sqrt sumprod tan tanh tau trunc ulp',
@@ -64,7 +64,7 @@ _MODULE_GUARDS = {
     'math': {'factorial': _factorial, 'comb': _comb, 'perm': _perm, 'prod': _prod, 'lcm': _lcm, 'sumprod': _sumprod},
     'functools': {'reduce': _reduce, 'wraps': _wraps, 'update_wrapper': _update_wrapper, 'total_ordering': _own_classes_only(functools.total_ordering)},
     'dataclasses': {'dataclass': _own_classes_only(dataclasses.dataclass)},
-    'typing': {'final': _own_classes_only(typing.final)},
+    'typing': {'final': _own_classes_only(typing.final), 'get_origin': _no_metaclasses(typing.get_origin), 'get_args': _no_metaclasses(typing.get_args)},
     'copy': {'deepcopy': _deepcopy},
     'itertools': {
         'count': _itertool(itertools.count, metered=True), 'cycle': _itertool(itertools.cycle, metered=True),
@@ -143,7 +143,7 @@ _GUARDS = {GUARD_PREFIX + name: value for name, value in {
     'check_pow': _check_pow, 'check_lshift': _check_lshift, 'check_mod': _check_mod, 'refuse_target': _guard_refuse_target,
     'shallow': _shallow, 'fstring': _guard_fstring, 'method': _guard_method, 'target': _guard_target,
     'str': _guard_str, 'bytes': _guard_bytes, 'bytearray': _guard_bytearray, 'int': _guard_int,
-    'loop_range': _guard_loop_range,
+    'loop_range': _guard_loop_range, 'attr': _guard_attr, 'class': _guard_class, 'type': _guard_type,
 }.items()}
 
 
