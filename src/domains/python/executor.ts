@@ -61,7 +61,9 @@ export type CheckResult = { ok: true; metrics: ProgramMetrics } | { ok: false; r
 
 /**
  * The most an interpreter's WebAssembly heap may grow to. Above it allocation fails with a MemoryError instead of
- * taking the host's memory (the sandbox's own limit, 64 MiB of Python allocations per run, is far below it).
+ * taking the host's memory (the sandbox's own limit, 64 MiB of Python allocations per run, is far below it). A heap
+ * that grew stays grown (WebAssembly memory does not shrink): its resident size is the cost, not its restore, which
+ * zeroes only what the last run used (memory-image.ts).
  */
 export const HEAP_CAP_BYTES = 512 << 20;
 
@@ -137,8 +139,6 @@ function loadSandbox(pyodide: PyodideAPI, realBuiltinsForTests: boolean): Entry 
   return Object.fromEntries(ENTRY_POINTS.map((name) => [name, entryPoint(name)])) as Entry;
 }
 
-/** Grown past this multiple of the snapshot's size, the heap costs more to wipe at each restore than a new worker. */
-const GROWN_HEAP_RECYCLE_FACTOR = 4;
 const STDERR_CHARS_KEPT = 4_000;
 
 export interface ExecutorOptions {
@@ -220,11 +220,6 @@ export class PythonExecutor {
     this.stderr = '';
   }
 
-  /** The heap grew so far that wiping it at every restore costs more than starting a new interpreter. */
-  get heapOverGrown(): boolean {
-    return this.heapBytes > GROWN_HEAP_RECYCLE_FACTOR * this.image.bytes;
-  }
-
   /** The host calls the gate refused during the last run (tests and diagnostics). */
   get refusedHostCalls(): readonly string[] {
     return [...this.gate.refused];
@@ -252,9 +247,10 @@ export class PythonExecutor {
     }
     if (!reuse) this.compiled = compiledOf(program, this.gate.takeRecord());
     const result = this.judge(report, inputs.length, reuse?.metrics ?? (this.compiled?.program === program ? this.compiled.metrics : undefined));
-    // Whether the heap could still grow depends on what earlier programs left: a program that met the cap is
-    // refused whatever it did with the MemoryError, so the verdict is the same in every worker.
-    if (result.ok && this.heap.refusedGrowths > refusedBefore) return { ok: false, reason: 'memory', detail: `the program reached the ${HEAP_CAP_BYTES >> 20} MiB heap cap`, fuel: result.fuel, metrics: result.metrics };
+    // A program that met the heap cap is refused for it whatever it or the sandbox did with the MemoryError (a
+    // failed allocation can surface as anything), so the verdict is the same in every worker: the heap never
+    // exceeds the cap, so every run that needs more memory than the cap calls for it.
+    if (this.heap.refusedGrowths > refusedBefore) return { ok: false, reason: 'memory', detail: `the program reached the ${HEAP_CAP_BYTES >> 20} MiB heap cap`, fuel: result.fuel, ...(result.metrics ? { metrics: result.metrics } : {}) };
     return result;
   }
 

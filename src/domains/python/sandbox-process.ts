@@ -14,7 +14,7 @@ import { constants as fsConstants } from 'node:fs';
 import process from 'node:process';
 import type { VerifyJob, VerifyOutcome } from '../domain.js';
 import { HostAccessRefused, PythonExecutor, SandboxCrash } from './executor.js';
-import { ESCAPE_MARKER, EXIT_HOST_ACCESS_REFUSED, EXIT_INTERPRETER_DIED, EXIT_RETIRED, type SandboxRequest } from './sandbox-protocol.js';
+import { ESCAPE_MARKER, EXIT_HOST_ACCESS_REFUSED, EXIT_INTERPRETER_DIED, type SandboxRequest } from './sandbox-protocol.js';
 import { verifyCode } from './verify-jobs.js';
 
 // The permission model closes process.binding, and Pyodide's start-up reads the file-system constants through it:
@@ -78,7 +78,6 @@ process.on('message', (message: { id: number; request: SandboxRequest }) => {
   void answer(message.request).then(
     async (outcome) => {
       await send({ type: 'answer', id: message.id, outcome });
-      if (python.heapOverGrown) process.exit(EXIT_RETIRED);
     },
     async (error: unknown) => {
       const refusal = refusalOf(error);

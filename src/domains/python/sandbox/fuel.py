@@ -1,14 +1,19 @@
-# Fuel and refusals that stick: sys.monitoring callbacks counting the program's own steps.
+# Fuel and refusals that stick: sys.monitoring callbacks counting the program's steps.
 #
-# Threat: a program that runs forever, or that swallows the refusal that stops it (`finally: return`, an __exit__
-# returning True, a generator's finally). LINE and JUMP events of the program's code spend fuel; EXCEPTION_HANDLED
-# re-raises a refusal before any handler of the program's sees it; PY_UNWIND keeps data too deep to free safely.
+# Threat: a program that runs forever, directly or through library code working for it (statistics over a long
+# list, Counter arithmetic, deepcopy, Fraction's methods), or that swallows the refusal that stops it (`finally:
+# return`, an __exit__ returning True, a generator's finally). LINE and JUMP events of the program's code and of the
+# standard library's Python code spend fuel; EXCEPTION_HANDLED re-raises a refusal before any handler of the
+# program's sees it; PY_UNWIND keeps data too deep to free safely.
 
+import collections
+import gc
 import opcode
+import os
 import sys
-import tracemalloc
 import types
-from .limits import MAX_MEMORY_BYTES, MAX_RECURSION, MEMORY_CHECK_STEPS, PROGRAM_FILE, Refused, TOOL_ID, _nestable, _refuse, _run, _too_deep
+import tracemalloc
+from .limits import _meter, MAX_MEMORY_BYTES, MAX_RECURSION, MEMORY_CHECK_STEPS, PROGRAM_FILE, Refused, TOOL_ID, _nestable, _refuse, _run, _too_deep
 
 # ---- fuel, and refusals that stick --------------------------------------------------------------------------------
 
@@ -60,13 +65,20 @@ _monitor.register_callback(TOOL_ID, _monitor.events.PY_UNWIND, _unwound)
 _WHILE_RUNNING = _monitor.events.EXCEPTION_HANDLED | _monitor.events.PY_UNWIND  # global events, only while a program runs
 
 
-def _meter(code):
-    """Fuel is spent by this code object and every function nested in it: the program's own code only."""
-    stack = [code]
-    while stack:
-        code = stack.pop()
-        _monitor.set_local_events(TOOL_ID, code, _monitor.events.LINE | _monitor.events.JUMP)
-        stack.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+# The standard library's Python code the sandbox itself works with, unmetered: the parser (compiling a program), JSON
+# (the runner's own messages), re's pattern compiler (bounded by the pattern checks) and what imports or reports.
+_UNMETERED_LIBRARY = frozenset({'ast.py', 'json', 're', 'importlib', 'pyodide', '_pyodide', 'tracemalloc.py', 'linecache.py', 'tokenize.py', 'traceback.py', 'codeop.py', 'dis.py', 'opcode.py'})
+
+
+def _meter_library(gc=gc, FunctionType=types.FunctionType):
+    """Every function of the standard library's Python code spends fuel as the program's does, once loaded: library
+    code runs only for a program (between runs the limit is IDLE_LIMIT, so the sandbox's own calls never run out)."""
+    root = os.path.dirname(os.path.dirname(collections.__file__)) + '/'
+    for function in gc.get_objects():
+        if type(function) is FunctionType:
+            filename = function.__code__.co_filename
+            if filename.startswith(root) and filename[len(root):].split('/')[0] not in _UNMETERED_LIBRARY:
+                _meter(function.__code__)
 
 
 def _silence_hooks(monitor=_monitor, settrace=sys.settrace, setprofile=sys.setprofile):

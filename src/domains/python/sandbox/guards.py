@@ -13,12 +13,13 @@ import itertools
 import math
 import operator
 import re
+import sys
 import types
-from .limits import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_MODPOW_COST, MAX_RANGE, PROGRAM_FILE, PROGRAM_MODULE, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow
+from .limits import WALKED_ITEMS_PER_FUEL, MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_MODPOW_COST, MAX_RANGE, PROGRAM_FILE, PROGRAM_MODULE, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow
 
 # ---- layer 3: the guards the rewritten program calls --------------------------------------------------------------
 
-_SEQUENCES = (str, bytes, bytearray, list, tuple, array.array, collections.deque)
+_SEQUENCES = (str, bytes, bytearray, list, tuple, array.array, collections.deque, collections.UserList, collections.UserString)
 
 
 def _size_of_product(a, b, index=operator.index):
@@ -81,9 +82,11 @@ def _pow_bits(a, b, modulo=None):
         if b.denominator != 1:
             return  # a fraction to a fractional power is a float
         b = b.numerator
-    if b > 0 and abs(a) > 1:
-        parts = (a,) if isinstance(a, int) else (a.numerator, a.denominator)
-        _check_size('bits', int(b * sum(math.log2(abs(part)) for part in parts if part)) + 1)
+    if isinstance(a, int):
+        if b > 0 and abs(a) > 1:  # (a negative power of an int is a float)
+            _check_size('bits', int(b * math.log2(abs(a))) + 1)
+    elif b != 0:  # a Fraction's numerator and denominator are both raised, whatever its size and b's sign
+        _check_size('bits', int(abs(b) * sum(math.log2(abs(part)) for part in (a.numerator, a.denominator) if part)) + 1)
 
 
 def _guard_pow(a, b, modulo=None):
@@ -136,18 +139,57 @@ def _check_printf(template, args):
         _shallow(value)
 
 
-def _guard_mod(a, b, type=type, int=int, float=float):
-    if type(a) is int or type(a) is float:
+# Division of big integers takes time in C by the product of the operands' sizes (schoolbook long division), one
+# step of fuel for so many digit operations; below SMALL_DIVISION_BITS it is too cheap to count.
+SMALL_DIVISION_BITS = 2048
+DIGIT_BITS = 30  # CPython's integer digits on wasm32
+
+
+def _check_division(a, b, int=int, type=type):
+    """Fuel for dividing big integers (//, %, /, divmod): digits of a times digits of b."""
+    if type(a) is int and type(b) is int and (a.bit_length() > SMALL_DIVISION_BITS or b.bit_length() > SMALL_DIVISION_BITS):
+        _charge((a.bit_length() // DIGIT_BITS + 1) * (b.bit_length() // DIGIT_BITS + 1))
+    return b
+
+
+def _guard_mod(a, b, type=type, int=int, float=float, small=SMALL_DIVISION_BITS):
+    if type(a) is float or type(a) is int and a.bit_length() <= small:
         return a % b
     if isinstance(a, (str, bytes, bytearray)):
         _check_printf(a, b)
+    else:
+        _check_division(a, b)
     return a % b
 
 
 def _check_mod(a, b):
+    """`a %= b`: the check alone (the assignment does the operation); returns b."""
     if isinstance(a, (str, bytes, bytearray)):
         _check_printf(a, b)
-    return b
+    return _check_division(a, b)
+
+
+def _guard_floordiv(a, b, type=type, int=int, float=float, small=SMALL_DIVISION_BITS):
+    if type(a) is float or type(a) is int and a.bit_length() <= small:
+        return a // b
+    _check_division(a, b)
+    return a // b
+
+
+def _guard_truediv(a, b, type=type, int=int, float=float, small=SMALL_DIVISION_BITS):
+    if type(a) is float or type(a) is int and a.bit_length() <= small:
+        return a / b
+    _check_division(a, b)
+    return a / b
+
+
+def _guard_contains(item, container, type=type, sized=frozenset({list, tuple, str, bytes, bytearray, collections.deque})):
+    """`item in container`: C code compares item with each element of a sequence (a walk fuel counts; a set or dict
+    looks it up by hash), and the comparison nests as deep as item does."""
+    _shallow(item)
+    if type(container) in sized:
+        _charge(len(container), WALKED_ITEMS_PER_FUEL)
+    return item in container
 
 
 def _guard_refuse_target(line):
@@ -287,6 +329,24 @@ def _checked_from_bytes(method):
     return from_bytes
 
 
+def _checked_join(method, separator):
+    """str.join and bytes.join: the size of the result is known before it is made (the items' true lengths, not a
+    __len__ of the program's), so a join too big is refused before C code builds it."""
+    true_len = str.__len__ if isinstance(separator, str) else len
+
+    def join(iterable):
+        items = iterable if type(iterable) is list or type(iterable) is tuple else list(iterable)
+        try:
+            size = sum(map(true_len, items)) + len(separator) * max(len(items) - 1, 0)
+        except TypeError:
+            return method(items)  # an item of another type: join raises the same error
+        if size > MAX_ITEMS:
+            _refuse('memory', f'a join of {size} items exceeds the limit of {MAX_ITEMS}')
+        _charge(size)
+        return method(items)
+    return join
+
+
 def _checked_sort(method, sequence):
     def sort(*args, **kwargs):
         _shallow(sequence)
@@ -317,6 +377,8 @@ def _guard_method(value, name, getattr=getattr, type=type):
         return _checked_expandtabs(method, len(value))
     if name == 'replace' and text_like:
         return _checked_replace(method, len(value))
+    if name == 'join' and text_like:
+        return _checked_join(method, value)
     if name == 'from_bytes' and isinstance(value, type) and issubclass(value, int):
         return _checked_from_bytes(method)
     if name == 'to_bytes' and isinstance(value, int):
@@ -418,12 +480,23 @@ def _range_items(items):
 def _guard_loop_range(*args):
     """range() as the iterable of a `for` statement or clause: any size, since the loop pays fuel per item (a search
     that breaks early, `for i in range(10 ** 9): if …: return i`, is ordinary code)."""
-    return range(*args)
+    return _check_hashes(range(*args))
+
+
+_HASH_MODULUS = sys.hash_info.modulus  # 2**31 - 1 on wasm32: an int's hash is the int modulo it
+
+
+def _check_hashes(items):
+    """A range stepping by a multiple of the hash modulus holds integers that all share one hash: a set or a dict of
+    them takes time quadratic in its size in C (every insertion probes every earlier one). No fuel sees that."""
+    if items.step % _HASH_MODULUS == 0 and _range_items(items) > 64:
+        _refuse('fuel', f'a range stepping by {items.step}, a multiple of {_HASH_MODULUS}, holds integers that all share one hash (quadratic work in C in any set or dict)')
+    return items
 
 
 def _guard_range(*args):
     """range() anywhere else (also the builtin, so an alias of it): C code may walk it, so it is bounded and charged."""
-    items = range(*args)
+    items = _check_hashes(range(*args))
     count = _range_items(items)
     if count > MAX_RANGE:
         _refuse('fuel', f'a range of {count} items exceeds the limit of {MAX_RANGE} (code in C would walk it without spending fuel)')

@@ -17,14 +17,14 @@ import os
 import sys
 import tracemalloc
 import types
-from .limits import MAX_MEMORY_BYTES, MAX_RECURSION, PROGRAM_MODULE, Refused, TOOL_ID, _nestable, _record, _refuse, _run, _too_deep
+from .limits import IDLE_LIMIT, MAX_MEMORY_BYTES, MAX_RECURSION, PROGRAM_MODULE, Refused, TOOL_ID, _meter, _nestable, _record, _refuse, _run, _too_deep
 from .exits import _close_imports, _close_javascript
 from .guards import _resolutions
 from .library_guards import _chains
 from .world import _World
 from .rewrite import _compile
 from .seals import _running, _seal_library
-from .fuel import _WHILE_RUNNING, _meter, _monitor, _silence_hooks, _stack
+from .fuel import _WHILE_RUNNING, _meter_library, _monitor, _silence_hooks, _stack
 from .literals import _arguments, _canonical, _literal, _type_name
 
 def _call(code, arguments, run=_run, running=_running):
@@ -132,7 +132,7 @@ def run(source, inputs_json, fuel, perturb_seed=None, compiled=None, run_state=_
     if perturb_seed is not None:
         _perturb(perturb_seed)
     answer = {'ok': True, 'outputs': [], 'values': [], 'printed': '', 'fuel': 0}
-    run_state.used, run_state.limit, run_state.refusal = 0, fuel, None
+    run_state.used, run_state.units, run_state.limit, run_state.refusal = 0, 0, IDLE_LIMIT, None
     try:
         if compiled is None:
             code, metrics = _compile(source)
@@ -141,6 +141,7 @@ def run(source, inputs_json, fuel, perturb_seed=None, compiled=None, run_state=_
             code, metrics = marshal.loads(compiled.encode('latin-1')), {}
         answer.update(metrics=metrics, inputTypes=[])
         _meter(code)
+        run_state.used, run_state.units, run_state.limit = 0, 0, fuel  # the program's steps, from here on
         for text in _decode(inputs_json):
             arguments = _arguments(text)
             answer['inputTypes'].append(', '.join(_type_name(a) for a in arguments))
@@ -153,6 +154,7 @@ def run(source, inputs_json, fuel, perturb_seed=None, compiled=None, run_state=_
         reason, detail = run_state.refusal or (refusal.reason, refusal.detail)
         answer = {'ok': False, 'reason': reason, 'detail': detail, 'fuel': 0, **({'metrics': answer['metrics']} if 'metrics' in answer else {})}
     answer['fuel'] = run_state.used
+    run_state.limit = IDLE_LIMIT
     return _json(answer)
 
 
@@ -241,6 +243,7 @@ def _warm_up():
 
 
 _seal_library()
+_meter_library()
 _warm_up()
 _close_javascript()
 _close_imports()

@@ -14,8 +14,8 @@ import math
 import operator
 import re
 import types
-from .limits import MADE_ITEMS_PER_FUEL, MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_NESTING, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow, _tick
-from .guards import _check_mod, _check_mul, _check_size, _check_spec, _guard_mul, _guard_target, _lshift_bits, _pow_bits
+from .limits import PROGRAM_FILE, _meter, MADE_ITEMS_PER_FUEL, MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_NESTING, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow, _tick
+from .guards import _check_division, _check_mod, _check_mul, _check_size, _check_spec, _guard_mul, _guard_target, _lshift_bits, _pow_bits
 
 # ---- layer 3: builtins and module views, by allow-list -------------------------------------------------------------
 
@@ -274,6 +274,19 @@ def _imod(a, b):
     return a
 
 
+def _divmod(a, b):
+    _check_division(a, b)
+    return divmod(a, b)
+
+
+def _in_place_division(real):
+    def divide(a, b):
+        _check_division(a, b)
+        return real(a, b)
+    divide.__name__ = real.__name__
+    return divide
+
+
 def _compare(real):
     def compare(a, b):
         return real(_shallow(a), b)
@@ -328,7 +341,11 @@ def _own_classes_only(decorator):
     def guarded(cls=None, /, **options):
         if cls is None:  # @dataclass(order=True): the options first, the class next
             return functools.partial(guarded, **options)
-        return decorator(_guard_target(cls), **options)
+        made = decorator(_guard_target(cls), **options)
+        for value in vars(made).values():  # the methods it wrote (dataclass's __init__, __eq__…) spend fuel too
+            if type(value) is types.FunctionType and value.__code__.co_filename != PROGRAM_FILE:
+                _meter(value.__code__)
+        return made
     guarded.__name__ = decorator.__name__
     return guarded
 

@@ -20,6 +20,7 @@ MAX_RANGE = 1_000_000  # items of one range: C code (sum, list, sorted…) walks
 RANGE_ITEMS_PER_FUEL = 16  # items of a range made or walked by C code (sum, sorted, list…) per step of fuel: such a walk
 #                             makes an int per item; a range a `for` statement walks is not charged (its loop pays)
 MADE_ITEMS_PER_FUEL = 1024  # items (or bits) one C call makes (a `*` sequence, a padding, a big integer) per step
+WALKED_ITEMS_PER_FUEL = 64  # items C code compares or the sandbox's own walks look at (==, in, a nesting check) per step
 MAX_FORMAT_WIDTH = 10_000  # width or precision in a format spec ('%*d', f'{x:>{w}}', '{:.{p}f}')
 MAX_MODPOW_COST = 10**9  # pow(a, b, m): bits of b times (limbs of m) squared
 MAX_REGEX_REPEAT = 10_000  # a counted repeat in a regular expression, nested counts multiplied
@@ -32,6 +33,7 @@ MAX_RESULT_CHARS = 10_000  # canonical text of the returned value
 MAX_PRINT_CHARS = 10_000  # text printed by the program (kept only for the determinism check)
 MAX_INPUT_CHARS = 100_000  # one input's text
 TOOL_ID = 3  # sys.monitoring tool slot for fuel (0-2 and 5 are reserved for debuggers, coverage, profilers)
+IDLE_LIMIT = 1 << 62  # the fuel limit between runs: library code the sandbox itself runs is metered, never refused
 PROGRAM_FILE = '<program>'  # the program's code objects carry it: fuel, sticky refusals and stores look for it
 PROGRAM_MODULE = 'program'  # the program's `__name__`: classes and functions it makes carry it as __module__
 # Tests only (executor.ts sets it at load, from JavaScript): programs run unchecked, unrewritten, with the real
@@ -53,11 +55,12 @@ class _RunState:
     """The current run's counters. One instance for the file's life, reached by the guards through default arguments
     bound at load, never through a global a program could rebind."""
 
-    __slots__ = ('used', 'limit', 'refusal', 'views', 'parked')
+    __slots__ = ('used', 'units', 'limit', 'refusal', 'views', 'parked')
 
     def __init__(self):
         self.used = 0
-        self.limit = 0
+        self.units = 0  # a step of fuel in the making: 1024ths of a step charged for items C code makes or walks
+        self.limit = IDLE_LIMIT
         self.refusal = None  # (reason, detail) of the first refusal of the run: sticky
         self.views = []  # the module views of the current input: stores on them are the program's own business
         self.parked = []  # data too deep to free safely (freeing recurses in C); the memory restore drops it
@@ -73,9 +76,12 @@ def _refuse(reason, detail, run=_run, Refused=Refused):
     raise Refused(reason, detail)
 
 
-def _charge(items, per=MADE_ITEMS_PER_FUEL, run=_run):
-    """Fuel for C work that makes or walks `items` items in one call."""
-    run.used += items // per
+def _charge(items, per=MADE_ITEMS_PER_FUEL, run=_run, units_per_step=MADE_ITEMS_PER_FUEL):
+    """Fuel for C work that makes or walks `items` items in one call, `per` items a step (a divisor of 1024): the
+    fractions add up, so a thousand walks of a thousand items cost what one walk of a million does."""
+    units = run.units + items * (units_per_step // per)
+    run.used += units // units_per_step
+    run.units = units % units_per_step
     if run.used > run.limit:
         _refuse('fuel', f'the program took more than {run.limit} steps (lines, jumps and items made in C)')
 
@@ -127,11 +133,22 @@ def _children(value, dict=dict, chain=itertools.chain):
     return ()
 
 
-def _too_deep(root, limit=MAX_NESTING, nestable=_nestable, compress=itertools.compress, type=type, id=id, iter=iter, len=len):
+def _too_deep(root, charge=False, limit=MAX_NESTING, nestable=_nestable, compress=itertools.compress, type=type, id=id, iter=iter, len=len):
     """Whether a path through builtin containers from root is longer than `limit`, or a container holds itself. An
-    iterative walk; containers shared by several paths are walked once (their height is kept)."""
+    iterative walk; containers shared by several paths are walked once (their height is kept). With `charge`, the
+    items it looked at cost fuel (a walk for the program's sake: C code is about to walk the same)."""
     if not nestable[type(root)]:
         return False
+    if charge:
+        walked = [0]
+        try:
+            return _too_deep_walk(root, limit, nestable, compress, walked)
+        finally:
+            _charge(walked[0], WALKED_ITEMS_PER_FUEL)
+    return _too_deep_walk(root, limit, nestable, compress, [0])
+
+
+def _too_deep_walk(root, limit, nestable, compress, walked, type=type, id=id, iter=iter, len=len):
     heights = {}
     on_path = {id(root)}
     stack = [[root, None, 0]]
@@ -142,6 +159,7 @@ def _too_deep(root, limit=MAX_NESTING, nestable=_nestable, compress=itertools.co
             items = _children(node)
             if not isinstance(items, (list, tuple)):
                 items = list(items)
+            walked[0] += len(items)
             frame[1] = children = iter(compress(items, map(nestable.__getitem__, map(type, items))))
         for child in children:
             key = id(child)
@@ -169,11 +187,21 @@ def _too_deep(root, limit=MAX_NESTING, nestable=_nestable, compress=itertools.co
 
 def _shallow(value, flat=_FLAT_TYPES, type=type, run=_run):
     """`value`, once it is known that C code walking it (repr, ==, <, hash, sort) nests at most MAX_NESTING deep.
-    Data deeper than that is kept alive (parked): freeing it would recurse in C as deep as it nests."""
-    if type(value) in flat or not _too_deep(value):
+    Data deeper than that is kept alive (parked): freeing it would recurse in C as deep as it nests. The walk costs
+    fuel by the items it meets, as the C walk that follows would."""
+    if type(value) in flat or not _too_deep(value, True):
         return value
     run.parked.append(value)
     _refuse('recursion', f'the data nests more than {MAX_NESTING} levels (or contains itself)')
+
+
+def _meter(code, monitor=sys.monitoring):
+    """Fuel is spent by this code object and every function nested in it."""
+    stack = [code]
+    while stack:
+        code = stack.pop()
+        monitor.set_local_events(TOOL_ID, code, monitor.events.LINE | monitor.events.JUMP)
+        stack.extend(const for const in code.co_consts if type(const) is type(code))
 
 
 def _record(reason, detail, run=_run):

@@ -30,7 +30,7 @@ class _Rewrite(ast.NodeTransformer):
     """Layer 2: the operations that can take unbounded memory, time or C recursion in one step go through guards.
     Calls of a builtin are rewritten unless the program binds that name itself (then they are its own)."""
 
-    BINARY = {ast.Mult: 'mul', ast.Pow: 'pow', ast.LShift: 'lshift', ast.Mod: 'mod'}
+    BINARY = {ast.Mult: 'mul', ast.Pow: 'pow', ast.LShift: 'lshift', ast.Mod: 'mod', ast.FloorDiv: 'floordiv', ast.Div: 'truediv'}
     CALLS = {'str': 'str', 'bytes': 'bytes', 'bytearray': 'bytearray', 'int': 'int'}
     WALKING = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn)
 
@@ -62,6 +62,9 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_Compare(self, node):
         self.generic_visit(node)
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) and not _is_scalar_constant(node.comparators[0]):
+            contains = ast.copy_location(_guard_call('contains', node.left, node.comparators[0]), node)
+            return contains if isinstance(node.ops[0], ast.In) else ast.copy_location(ast.UnaryOp(ast.Not(), contains), node)
         operands = [node.left, *node.comparators]
         for i, op in enumerate(node.ops):
             if not isinstance(op, self.WALKING):

@@ -4,12 +4,15 @@
 # do unbounded work on its behalf (Fraction's parser).
 
 import abc
+import collections
 import enum
 import fractions
 import re
 import string
 import sys
-from .limits import PROGRAM_MODULE, _refuse
+from .guards import _bits, _check_division, _check_size, _pow_bits
+from .library_guards import _metered
+from .limits import MAX_INT_BITS, PROGRAM_MODULE, _refuse
 from .regex_checks import _check_regex
 
 # ---- the library, sealed where a program could change it for the rest of the job ---------------------------------
@@ -69,3 +72,60 @@ def _seal_library():
         return create(cls, class_name, names, **options)
 
     enum.EnumType._create_ = guarded_create
+    _bound_fractions()
+    _meter_counter_elements()
+
+
+_FRACTION_OPERATORS = ('add', 'sub', 'mul', 'truediv', 'floordiv', 'mod', 'divmod')
+
+
+def _bound_fractions():
+    """Fraction arithmetic runs in fractions.py on big integers whatever the operator's spelling (operator.add, sum,
+    statistics): each operation checks its operands' size first (numerators and denominators multiply) and pays
+    fuel by it, and a power checks the size it makes; so does a division of the big integers it ends with."""
+    Fraction = fractions.Fraction
+
+    def bounded(real, power=False):
+        def operation(a, b, *rest):
+            if power:
+                _pow_bits(a, b)
+            else:
+                size = (_bits(a) or 0) + (_bits(b) or 0)
+                if size > MAX_INT_BITS:
+                    _refuse('memory', f'a Fraction operation on {size} bits of numerators and denominators exceeds the limit of {MAX_INT_BITS}')
+                _check_size('bits', size)
+            return real(a, b, *rest)
+        operation.__name__ = real.__name__
+        return operation
+
+    for name in _FRACTION_OPERATORS:
+        for dunder in (f'__{name}__', f'__r{name}__'):
+            setattr(Fraction, dunder, bounded(vars(Fraction)[dunder]))
+    for dunder in ('__pow__', '__rpow__'):
+        real = vars(Fraction)[dunder]
+        setattr(Fraction, dunder, bounded(real, power=True) if dunder == '__pow__' else _bounded_rpow(real))
+    limit = vars(Fraction)['limit_denominator']
+
+    def limit_denominator(self, max_denominator=1000000):
+        _check_division(self.numerator, self.denominator)
+        return limit(self, max_denominator)
+
+    Fraction.limit_denominator = limit_denominator
+
+
+def _bounded_rpow(real):
+    def rpow(b, a, *rest):  # a ** b where b is the Fraction
+        _pow_bits(a, b)
+        return real(b, a, *rest)
+    return rpow
+
+
+def _meter_counter_elements():
+    """Counter.elements repeats each key as many times as its count says, in C (a count of 10**18 is one line of
+    the program's): the repetition is metered, an item a step."""
+    elements = collections.Counter.elements
+
+    def metered_elements(self):
+        return _metered(elements(self))
+
+    collections.Counter.elements = metered_elements

@@ -5,7 +5,9 @@
 # and fresh module objects holding the allowed names (the guarded ones replaced by library_guards.py), so nothing
 # a program stores on them reaches another input.
 
-# Every module a view exposes is imported here, at load: after load nothing is imported again.
+# Every module a view exposes is imported here, at load: after load nothing is imported again. _pylong is what
+# CPython imports on the fly to divide or print huge integers.
+import _pylong  # noqa: F401
 import array
 import bisect
 import builtins
@@ -32,9 +34,9 @@ import types
 import typing
 import unicodedata
 from .limits import GUARD_PREFIX, MAX_PRINT_CHARS, PROGRAM_MODULE, REAL_BUILTINS_FOR_TESTS, _refuse, _run, _shallow
-from .guards import _check_lshift, _check_mod, _check_mul, _check_pow, _guard_attr, _guard_bytearray, _guard_bytes, _guard_class, _guard_fstring, _guard_int, _guard_loop_range, _guard_lshift, _guard_method, _guard_mod, _guard_mul, _guard_pow, _guard_range, _guard_refuse_target, _guard_str, _guard_target, _guard_type
+from .guards import _check_division, _check_lshift, _check_mod, _check_mul, _check_pow, _guard_attr, _guard_bytearray, _guard_bytes, _guard_class, _guard_contains, _guard_floordiv, _guard_fstring, _guard_int, _guard_loop_range, _guard_lshift, _guard_method, _guard_mod, _guard_mul, _guard_pow, _guard_range, _guard_refuse_target, _guard_str, _guard_target, _guard_truediv, _guard_type
 from .regex_checks import _regex_function
-from .library_guards import _accumulate, _all, _any, _ascii, _chain, _comb, _compare, _contains, _deepcopy, _enumerate, _extreme, _factorial, _filter, _format, _hash, _heapify, _ilshift, _imod, _imul, _ipow, _items_checked, _iter, _itertool, _json_dumps, _json_loads, _lcm, _map, _no_metaclasses, _own_classes_only, _perm, _prod, _reduce, _repr, _reversed, _sorted, _starmap, _sum, _sumprod, _update_wrapper, _wraps, _zip
+from .library_guards import _accumulate, _all, _any, _ascii, _chain, _comb, _compare, _contains, _deepcopy, _divmod, _enumerate, _extreme, _factorial, _filter, _format, _hash, _heapify, _ilshift, _imod, _imul, _in_place_division, _ipow, _items_checked, _iter, _itertool, _json_dumps, _json_loads, _lcm, _map, _no_metaclasses, _own_classes_only, _perm, _prod, _reduce, _repr, _reversed, _sorted, _starmap, _sum, _sumprod, _update_wrapper, _wraps, _zip
 
 _MODULE_NAMES = {
     'math': 'acos acosh asin asinh atan atan2 atanh cbrt ceil comb copysign cos cosh degrees dist e erf erfc exp exp2 expm1 fabs factorial floor fma fmod frexp fsum gamma gcd hypot inf isclose isfinite isinf isnan isqrt lcm ldexp lgamma log log10 log1p log2 modf nan nextafter perm pi pow prod radians remainder sin sinh sqrt sumprod tan tanh tau trunc ulp',
@@ -76,7 +78,8 @@ _MODULE_GUARDS = {
     },
     'operator': {
         'mul': _guard_mul, 'imul': _imul, 'pow': _guard_pow, 'ipow': _ipow, 'lshift': _guard_lshift, 'ilshift': _ilshift,
-        'mod': _guard_mod, 'imod': _imod, 'contains': _contains, 'countOf': _items_checked(operator.countOf, 1),
+        'mod': _guard_mod, 'imod': _imod, 'floordiv': _guard_floordiv, 'truediv': _guard_truediv,
+        'ifloordiv': _in_place_division(operator.ifloordiv), 'itruediv': _in_place_division(operator.itruediv), 'contains': _contains, 'countOf': _items_checked(operator.countOf, 1),
         'indexOf': _items_checked(operator.indexOf, 1),
         **{name: _compare(getattr(operator, name)) for name in ('eq', 'ne', 'lt', 'le', 'gt', 'ge')},
     },
@@ -105,11 +108,11 @@ def _library_views():
 
 _MODULE_VIEWS = _library_views()
 
-_BUILTINS_ALLOWED = ('abs bin bool bytearray bytes callable chr classmethod complex dict divmod float frozenset '
+_BUILTINS_ALLOWED = ('abs bin bool bytearray bytes callable chr classmethod complex dict float frozenset '
                      'hasattr hex int isinstance issubclass len list next object oct ord property round set slice '
                      'staticmethod str super tuple type NotImplemented Ellipsis').split()
 _BUILTINS_GUARDED = {
-    'all': _all, 'any': _any, 'ascii': _ascii, 'enumerate': _enumerate, 'filter': _filter, 'format': _format, 'iter': _iter, 'map': _map,
+    'all': _all, 'any': _any, 'ascii': _ascii, 'divmod': _divmod, 'enumerate': _enumerate, 'filter': _filter, 'format': _format, 'iter': _iter, 'map': _map,
     'max': _extreme(max), 'min': _extreme(min), 'pow': _guard_pow, 'repr': _repr, 'reversed': _reversed,
     'range': _guard_range,  # a function, not the type: an alias of it (r = range) must not make unchecked ranges
     'sorted': _sorted, 'sum': _sum, 'zip': _zip, 'hash': _hash,
@@ -144,6 +147,8 @@ _GUARDS = {GUARD_PREFIX + name: value for name, value in {
     'shallow': _shallow, 'fstring': _guard_fstring, 'method': _guard_method, 'target': _guard_target,
     'str': _guard_str, 'bytes': _guard_bytes, 'bytearray': _guard_bytearray, 'int': _guard_int,
     'loop_range': _guard_loop_range, 'attr': _guard_attr, 'class': _guard_class, 'type': _guard_type,
+    'floordiv': _guard_floordiv, 'truediv': _guard_truediv, 'check_floordiv': _check_division, 'check_truediv': _check_division,
+    'contains': _guard_contains,
 }.items()}
 
 
