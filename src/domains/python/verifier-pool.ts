@@ -20,6 +20,13 @@ export interface PythonPoolOptions extends SandboxProcessOptions {
   wallClockGuardMs?: number; // safety net only: counted fuel ends every ordinary program long before
 }
 
+/**
+ * The wall clock, for the guard's budget and the pool time each job is reported with: a fault or a report, never
+ * a verdict (DESIGN.md rule 5). The only reading of it in the verifier.
+ */
+// eslint-disable-next-line no-restricted-properties -- the wall-clock guard (a safety net) and reporting, never a decision of a run
+const wallClockMs = () => performance.now();
+
 /** A few seconds: an ordinary job takes milliseconds; only C code that spends no fuel can run this long. */
 export const DEFAULT_WALL_CLOCK_GUARD_MS = 5_000;
 
@@ -61,9 +68,9 @@ export class PythonVerifierPool implements VerifierPool {
     const drain = async (slot: number) => {
       while (next < jobs.length) {
         const index = next++;
-        const started = performance.now();
+        const started = wallClockMs();
         outcomes[index] = await this.runJob(slot, jobs[index]!);
-        times[index] = performance.now() - started;
+        times[index] = wallClockMs() - started;
       }
     };
     await Promise.all(this.processes.map((_, slot) => drain(slot)));
@@ -81,13 +88,13 @@ export class PythonVerifierPool implements VerifierPool {
       } catch (error) {
         throw new Error(`the Python verifier cannot run: ${(error as Error).message}`); // broken set-up, not a job's fault
       }
-      const handedOver = performance.now();
+      const handedOver = wallClockMs();
       const result = await worker.run({ job, fuel: this.fuel }, budgetMs);
       if (result.kind === 'outcome') return result.outcome;
       this.processes[slot] = null; // dead or killed: the next job starts a fresh one
       if (result.kind === 'timeout') return this.fault(job, `no answer within the ${this.guardMs} ms wall-clock guard`);
       deaths.push(result.detail);
-      budgetMs -= performance.now() - handedOver;
+      budgetMs -= wallClockMs() - handedOver;
       if (budgetMs <= 0) return this.fault(job, `the worker died and the ${this.guardMs} ms wall-clock guard is spent (${deaths.join('; ')})`);
     }
     return this.fault(job, `the worker failed twice (${deaths.join('; ')})`);
