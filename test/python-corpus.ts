@@ -373,5 +373,9 @@ export const ORDINARY: Array<{ program: string; inputs: string[] }> = [
   { program: 'def f(n):\n    table = [[i * j for j in range(1, n + 1)] for i in range(1, n + 1)]\n    diag = [table[i][i] for i in range(n)]\n    flat = [x for row in table for x in row if x % 2]\n    return diag, sum(flat), table[-1] if table else []', inputs: ['3', '0', '5', '1'] },
   { program: 'import json\ndef f(text):\n    data = json.loads(text)\n    data["count"] = len(data.get("items", []))\n    return json.dumps(data, sort_keys=True), sorted(data)', inputs: ['\'{"items": [1, 2], "name": "x"}\'', "'{}'", '\'{"items": []}\'', '\'{"b": null, "a": true}\''] },
   { program: 'def f(s):\n    seen, dup = set(), []\n    for ch in s:\n        if ch in seen and ch not in dup:\n            dup.append(ch)\n        seen.add(ch)\n    return dup, len(seen), s.swapcase(), s.isdigit(), [ord(c) - ord("a") for c in s[:3]]', inputs: ["'banana'", "'abc'", "'123'", "''"] },
+  {
+    program: "def f(s):\n    out = []\n    for codec in ('cp1251', 'shift_jis', 'euc_kr', 'koi8_r', 'mac_roman', 'gb2312', 'big5', 'cp037', 'iso8859_5', 'utf_16_be', 'cp850', 'euc_jp'):\n        try:\n            data = s.encode(codec)\n            out.append((data, data.decode(codec) == s))\n        except UnicodeEncodeError:\n            out.append(None)\n    return out",
+    inputs: ["'abc'", "'\\u041f\\u0440\\u0438\\u0432\\u0435\\u0442'", "'\\u65e5\\u672c\\u8a9e'", "'caf\\u00e9 \\u00fc'"], // Cyrillic, Japanese, Latin accents: every codec Pyodide ships
+  },
   { program: 'import textwrap\ndef f(text, width):\n    return textwrap.wrap(text, width), textwrap.shorten(text, width=max(width, 5) * 2, placeholder="..."), textwrap.dedent("  a\\n  b")', inputs: ["'one two three four five', 8", "'short', 10", "'', 3", "'a very long sentence indeed', 9"] },
 ];

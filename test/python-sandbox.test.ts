@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PythonExecutor, type RunResult } from '../src/domains/python/executor.js';
-import { solvePrompt } from '../src/domains/python/prompts.js';
+import { CODE_PROMPTS, proposalPrompt, solvePrompt } from '../src/domains/python/prompts.js';
 import { checkAnswer, parseInputs, parseProgram, parseValue, SEED_TASKS, validateProposal, type CodeTask } from '../src/domains/python/tasks.js';
 import { cpythonOutputs } from './cpython-reference.js';
 import { HEALTH_CHECK, HOSTILE, ORDINARY, SENTINEL_DIR, type HostileProgram } from './python-corpus.js';
@@ -335,6 +335,13 @@ describe('parsing model text', () => {
     expect(parseValue('The answer:\n```output\n[1, 2]\n```', 'output')).toBe('[1, 2]');
     expect(parseValue(' 42 ', 'output')).toBe('42');
     expect(parseValue('f(3)', 'input')).toBe('3');
+  });
+
+  it("asks AZR's teachers (and a code_i student) for inputs written as Python literals, as the verifier reads them", () => {
+    const azr = { templates: CODE_PROMPTS.styles.azr!, chat: 'none' } as const;
+    for (const type of ['code_o', 'code_i', 'code_f'] as const) expect(proposalPrompt(type, [SEED_TASKS[0]!], azr)).toMatch(/Write every argument as a Python literal/);
+    expect(solvePrompt(SEED_TASKS[1]!, azr)).toMatch(/Write every argument as a Python literal/);
+    expect(validateProposal(python, 'code_o', proposal('def f(s):\n    return s', "'a-b'.split('-')"))).toMatchObject({ valid: false, reason: expect.stringMatching(/^bad-input: .* is not a Python literal/) });
   });
 
   it('records what cannot be parsed as a format error', () => {

@@ -200,9 +200,24 @@ def layout_sample():
 
 # ---- load: warm what imports lazily, then close the exits ---------------------------------------------------------
 
-_CODECS = ('utf-8', 'utf-8-sig', 'ascii', 'latin-1', 'utf-16', 'utf-16-le', 'utf-16-be', 'utf-32', 'utf-32-le',
-           'utf-32-be', 'cp1252', 'cp437', 'unicode_escape', 'raw_unicode_escape', 'idna', 'punycode', 'rot13',
-           'hex', 'base64', 'utf-7')
+def _load_codecs():
+    """Every codec Pyodide ships (each module of the encodings package, under each of its aliases), looked up now:
+    after load nothing is imported, and a codec missing then would raise LookupError where CPython encodes."""
+    import encodings.aliases
+    import pkgutil
+    names = {module.name for module in pkgutil.iter_modules(encodings.__path__)} - {'aliases'}
+    names |= set(encodings.aliases.aliases) | set(encodings.aliases.aliases.values())
+    found = 0
+    for name in sorted(names):
+        try:
+            codecs.lookup(name)
+            found += 1
+        except (LookupError, ImportError):  # a Windows-only codec (mbcs, oem), an alias of one
+            pass
+    if found < 100:
+        raise RuntimeError(f'sandbox/job.py: only {found} codecs found in Pyodide\'s encodings package')
+
+
 # Exercises every module view and guard once, so that whatever they import lazily is imported before the import
 # system closes (and before executor.ts takes its snapshot).
 _SELF_TEST = '''
@@ -235,8 +250,7 @@ def f(s):
 
 
 def _warm_up():
-    for name in _CODECS:
-        codecs.lookup(name)
+    _load_codecs()
     answer = json.loads(run(_SELF_TEST, '["\'abc de\'"]', 1_000_000))
     if not answer['ok']:
         raise RuntimeError(f'sandbox/job.py: its self-test was refused: {answer["reason"]}: {answer["detail"]}')
