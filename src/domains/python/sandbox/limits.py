@@ -20,7 +20,7 @@ MAX_RANGE = 1_000_000  # items of one range: C code (sum, list, sorted…) walks
 RANGE_ITEMS_PER_FUEL = 16  # items of a range made or walked by C code (sum, sorted, list…) per step of fuel: such a walk
 #                             makes an int per item; a range a `for` statement walks is not charged (its loop pays)
 MADE_ITEMS_PER_FUEL = 1024  # items (or bits) one C call makes (a `*` sequence, a padding, a big integer) per step
-WALKED_ITEMS_PER_FUEL = 64  # items C code compares or the sandbox's own walks look at (==, in, a nesting check) per step
+WALKED_ITEMS_PER_FUEL = 16  # items C code compares or the sandbox's own walks look at (==, in, a nesting check) per step: as dear as a line
 MAX_FORMAT_WIDTH = 10_000  # width or precision in a format spec ('%*d', f'{x:>{w}}', '{:.{p}f}')
 MAX_MODPOW_COST = 10**9  # pow(a, b, m): bits of b times (limbs of m) squared
 MAX_REGEX_REPEAT = 10_000  # a counted repeat in a regular expression, nested counts multiplied
