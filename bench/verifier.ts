@@ -88,7 +88,9 @@ const HOSTILE: Array<[string, string]> = [
   ['big-integer divisions', 'def f():\n    a, b, t = 7 ** 30000, 3 ** 15000, 0\n    for _ in range(3000):\n        t += a // b % 7\n    return t'],
   ['in over a long list', 'def f():\n    xs = list(range(200000))\n    return sum(-1 in xs for _ in range(20000))'],
   ['== of long lists', 'def f():\n    xs, ys = list(range(200000)), list(range(200000))\n    return sum(xs == ys for _ in range(20000))'],
-  ['a string doubled to the heap cap', "def f():\n    s = 'x'\n    for _ in range(40):\n        s = s + s\n    return len(s)"],
+  ['a string doubled again and again', "def f():\n    s = 'x'\n    for _ in range(40):\n        s = s + s\n    return len(s)"],
+  ['list.count tuned to the guard', 'def f():\n    lst = [0] * 1000000\n    t = 0\n    for _ in range(70):\n        t += lst.count(1)\n    return t'],
+  ['slices of a long list', 'def f():\n    s = list(range(1000000))\n    return sum(len(s[1:]) for _ in range(100000))'],
   ['deepcopy, again and again', 'import copy\ndef f():\n    xs = [[i] for i in range(5000)]\n    return sum(len(copy.deepcopy(xs)) for _ in range(500))'],
   ['colliding hashes one by one (residual)', 'def f():\n    m = 2 ** 31 - 1\n    return len({i * m for i in range(60000)})'],
 ];

@@ -6,6 +6,12 @@
 // codec search function, finalizers); with the restore removed on purpose it changes the verdict, and with it the
 // job gives the verdict it gives on a fresh interpreter.
 
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { VerifyJob } from '../src/domains/domain.js';
 import { PythonExecutor } from '../src/domains/python/executor.js';
@@ -21,6 +27,9 @@ afterAll(() => {
   python?.close();
   fresh?.close();
 });
+
+/** The compiled executor, as a verifier process loads it. */
+const EXECUTOR = fileURLToPath(new URL('../dist/src/domains/python/executor.js', import.meta.url));
 
 /** Python run with the interpreter's real state: what a program that escaped every layer of the sandbox could do. */
 const asEscapedProgram = (source: string) => (python as unknown as { pyodide: { runPython(code: string): unknown } }).pyodide.runPython(source);
@@ -104,6 +113,23 @@ describe('every run starts from the image', () => {
     expect(python.run(deep, ['150'])).toMatchObject({ ok: true, outputs: ['150'] });
     expect(python.run('def f():\n    return len([bytes(1_000_000) for _ in range(40)])', [''])).toMatchObject({ ok: true, outputs: ['40'] }); // 40 MB: the heap grows
     expect(python.run(probe, ['50'])).toEqual(first);
+  });
+
+  it('takes the same image wherever populora is installed, in any process: nothing of the host is in it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'populora-elsewhere-with-a-longer-path-'));
+    try {
+      const script = join(dir, 'another-script-name.mjs');
+      writeFileSync(script, `const { PythonExecutor } = await import(${JSON.stringify(pathToFileURL(EXECUTOR).href)});
+const { createHash } = await import('node:crypto');
+const python = await PythonExecutor.load();
+process.stdout.write(createHash('sha256').update(python.image.image).digest('hex'));`);
+      const elsewhere = spawnSync(process.execPath, [script, 'an', 'argument'], { encoding: 'utf8', cwd: dir, env: { ...process.env, LANG: 'de_DE.UTF-8', TZ: 'Asia/Tokyo' } });
+      expect(elsewhere.status, elsewhere.stderr.slice(-500)).toBe(0);
+      const here = createHash('sha256').update((python as unknown as { image: { image: Buffer } }).image.image).digest('hex');
+      expect(elsewhere.stdout).toBe(here);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('leaves the memory byte for byte as the image after a deep, growing run: the image up to its top, zeros above', () => {

@@ -250,6 +250,12 @@ def f():
     }
   });
 
+  it('judges a run that met the heap cap as memory, whatever it did with the MemoryError', () => {
+    const swallowing = 'def f():\n    try:\n        x = bytearray(600 * 2 ** 20)\n    except MemoryError:\n        return 1\n    return 0';
+    expect(run(escaped, swallowing)).toMatchObject({ ok: false, reason: 'memory', detail: expect.stringMatching(/heap cap/) });
+    expect(run(escaped, 'def f():\n    return 2')).toMatchObject({ ok: true, outputs: ['2'] }); // the heap stays grown, the next run is whole
+  });
+
   it('refuses an exit or an abort as a verdict on the program, which ends the interpreter', async () => {
     for (const ending of ['os._exit(3)', 'os.abort()']) {
       const doomed = await PythonExecutor.load({ realBuiltinsForTests: true });

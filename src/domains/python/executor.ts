@@ -27,6 +27,9 @@ import { ValueReader, type CRuntime } from './python-values.js';
 /** Steps (LINE and JUMP events of the program's own code) one program may take on all its inputs together. */
 export const DEFAULT_FUEL = 100_000;
 
+/** The environment of every interpreter, whatever the host and wherever populora is installed. */
+const FIXED_ENVIRONMENT = { PYTHONHASHSEED: '0', HOME: '/home/pyodide', USER: 'web_user', LOGNAME: 'web_user', PATH: '/', PWD: '/', LANG: 'C.UTF-8', _: '/populora/python' } as const;
+
 /** Why a run did not give outputs. Every reason is a verdict on the program, reached by counting, never by time. */
 export type RunReason =
   | 'syntax'
@@ -179,10 +182,15 @@ export class PythonExecutor {
     const { pyodide, gate } = await loadWithGate({
       indexURL: dirname(createRequire(import.meta.url).resolve('pyodide')) + sep, // its own guess fails under bundlers (vitest)
       jsglobals: {}, // Python's `js` module: nothing of the host
-      env: { PYTHONHASHSEED: '0', HOME: '/home/pyodide' }, // str hashes, so set orders, equal in every worker
+      // Nothing of the host in the interpreter: Emscripten would put this script's path in sys.executable and the
+      // environment (the path's length then moves every allocation, and so the addresses a program can see), and
+      // take LANG from the host's locale. PYTHONHASHSEED fixes str hashes, so set orders, in every worker.
+      env: { ...FIXED_ENVIRONMENT },
+      args: [],
+      _sysExecutable: FIXED_ENVIRONMENT._,
       stdout: () => {},
       stderr: () => {},
-    });
+    } as Parameters<typeof loadWithGate>[0]);
     closeBackDoors(pyodide);
     const heap = capHeap(gate.memory);
     const entry = loadSandbox(pyodide, options.realBuiltinsForTests === true);

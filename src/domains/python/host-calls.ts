@@ -99,6 +99,7 @@ export class HostGate {
   private readingsAtLock = 0;
   private readonly entropy = new Entropy();
   private attached: WebAssembly.Memory | null = null;
+  private malloc: ((bytes: number) => number) | null = null;
   private record: Uint8Array | null = null;
 
   /** Puts the clocks and the entropy back to where they stood at load, and forgets the refusals: before a run. */
@@ -168,11 +169,32 @@ export class HostGate {
       (original._gmtime_js as (t: bigint, p: number) => void)(time, tm);
       utc(tm);
     }) as ImportFunction);
+    // What Emscripten reports of the JavaScript runtime (sys._emscripten_info.runtime): the host's Node version, whose
+    // length would move every allocation after it. One text everywhere.
+    replace('_Py_emscripten_runtime', (() => {
+      const text = new TextEncoder().encode('Node.js\0');
+      const at = this.malloc!(text.length);
+      new Uint8Array(this.memory.buffer, at, text.length).set(text);
+      return at;
+    }) as ImportFunction);
     replace('_mktime_js', ((tm: number) => {
       const time = (original._timegm_js as (p: number) => bigint)(tm);
       utc(tm);
       return time;
     }) as ImportFunction);
+
+    // File times are Emscripten's (Date.now() when a file was made at start-up): stat answers the clock's epoch
+    // instead, before the lock (Python's import caches keep directories' mtimes) and never after (refused below).
+    const STAT_BUFFER_ARGUMENT: Record<string, number> = { __syscall_stat64: 1, __syscall_lstat64: 1, __syscall_fstat64: 1, __syscall_newfstatat: 2 };
+    for (const [name, position] of Object.entries(STAT_BUFFER_ARGUMENT)) {
+      const stat = original[name]! as ((...args: number[]) => number) & { sig?: string };
+      original[name] = Object.assign((...args: number[]) => {
+        const answer = stat(...args);
+        if (answer === 0) for (const at of [40, 56, 72]) this.stampTime((args[position]! >>> 0) + at); // st_atim, st_mtim, st_ctim
+        return answer;
+      }, { sig: stat.sig });
+      imports[name] = original[name]!;
+    }
 
     // Once locked: the standard streams only, no file, socket, library, timer, shell or exit.
     const gated = (name: string, refusal: (name: string) => unknown) => {
@@ -215,6 +237,13 @@ export class HostGate {
     }) as ImportFunction);
   }
 
+  /** A struct timespec at `at`: the clock's epoch, to the second. */
+  private stampTime(at: number): void {
+    const view = this.view();
+    view.setBigInt64(at, BigInt(CLOCK_EPOCH_MS / 1000), true);
+    view.setUint32(at + 8, 0, true);
+  }
+
   /** fd_write(RECORD_FD, iov, iovcnt, pnum): keeps the bytes of the first write of a run; says all were written. */
   private keepRecord(iov: number, count: number, written: number): number {
     const view = this.view();
@@ -230,8 +259,9 @@ export class HostGate {
     return 0;
   }
 
-  attach(memory: WebAssembly.Memory): void {
+  attach(memory: WebAssembly.Memory, malloc: (bytes: number) => number): void {
     this.attached = memory;
+    this.malloc = malloc;
   }
 
   /** The interpreter's memory (its heap), once instantiated. */
@@ -265,7 +295,10 @@ async function loadGated(options: Parameters<typeof loadPyodide>[0]): Promise<{ 
       installed = true;
     }
     const result = await (instantiate as (s: unknown, i?: WebAssembly.Imports) => Promise<WebAssembly.WebAssemblyInstantiatedSource | WebAssembly.Instance>)(source, imports);
-    if (ours) gate.attach((('instance' in result ? result.instance : result).exports.memory) as WebAssembly.Memory);
+    if (ours) {
+      const exports = ('instance' in result ? result.instance : result).exports;
+      gate.attach(exports.memory as WebAssembly.Memory, exports.malloc as (bytes: number) => number);
+    }
     return result;
   };
   WebAssembly.instantiate = wrapped as typeof WebAssembly.instantiate;

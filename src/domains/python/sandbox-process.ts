@@ -8,13 +8,13 @@
 // layer above those: once Pyodide has loaded, the constructors that turn a string into JavaScript code are gone
 // from every function's prototype, and so are the network globals.
 //
-// Messages: parent → child `{ id, request }`; child → parent `{ type: 'ready' }`, `{ type: 'answer', id, outcome }`.
+// Messages: parent → child `{ id, request }`; child → parent `{ type: 'ready' }`, `{ type: 'answer', id, outcome, retire? }`.
 
 import { constants as fsConstants } from 'node:fs';
 import process from 'node:process';
 import type { VerifyJob, VerifyOutcome } from '../domain.js';
 import { HostAccessRefused, PythonExecutor, SandboxCrash } from './executor.js';
-import { ESCAPE_MARKER, EXIT_HOST_ACCESS_REFUSED, EXIT_INTERPRETER_DIED, type SandboxRequest } from './sandbox-protocol.js';
+import { ESCAPE_MARKER, EXIT_INTERPRETER_DIED, type SandboxRequest } from './sandbox-protocol.js';
 import { verifyCode } from './verify-jobs.js';
 
 // The permission model closes process.binding, and Pyodide's start-up reads the file-system constants through it:
@@ -82,10 +82,10 @@ process.on('message', (message: { id: number; request: SandboxRequest }) => {
     async (error: unknown) => {
       const refusal = refusalOf(error);
       if (refusal) {
-        // A verdict, not a crash to retry; but the state of this process can no longer be trusted: answer, then
-        // make way for a fresh one.
-        await send({ type: 'answer', id: message.id, outcome: refusedOutcome(message.request.job, refusal) });
-        process.exit(EXIT_HOST_ACCESS_REFUSED);
+        // A verdict, not a crash to retry; but the state of this process can no longer be trusted: the answer
+        // says so, and the parent ends this process once it has the answer (an exit of its own could overtake it).
+        await send({ type: 'answer', id: message.id, outcome: refusedOutcome(message.request.job, refusal), retire: true });
+        return;
       }
       if (error instanceof SandboxCrash) process.exit(EXIT_INTERPRETER_DIED);
       throw error; // a bug of the sandbox itself: the process dies, the parent reports it

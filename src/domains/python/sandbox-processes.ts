@@ -17,7 +17,7 @@ import { dirname, join, sep } from 'node:path';
 import process from 'node:process';
 import { compiledWorker } from '../../runtime/worker-threads.js';
 import type { VerifyOutcome } from '../domain.js';
-import { EXIT_HOST_ACCESS_REFUSED, EXIT_INTERPRETER_DIED, type SandboxMessage, type SandboxRequest } from './sandbox-protocol.js';
+import { EXIT_INTERPRETER_DIED, type SandboxMessage, type SandboxRequest } from './sandbox-protocol.js';
 
 const STACK_BYTES = 64 << 20;
 const V8_STACK_KB = 60_000; // below STACK_BYTES: V8 must stop with a RangeError before the thread's stack ends
@@ -97,13 +97,16 @@ export class SandboxProcess {
     this.ready = new Promise((resolve, reject) => {
       this.child.on('message', (message: SandboxMessage) => {
         if (message.type === 'ready') resolve();
-        else if (this.pending?.id === message.id) this.settle({ kind: 'outcome', outcome: message.outcome });
+        else if (this.pending?.id === message.id) {
+          if (message.retire) this.kill(); // it answered a job that reached for the host: no other job for it
+          this.settle({ kind: 'outcome', outcome: message.outcome });
+        }
       });
       this.child.on('exit', (code, signal) => {
         this.exited = true;
         const detail = exitReason(code, signal, this.stderr);
         reject(new Error(`a verifier sandbox process did not start: ${detail}`));
-        // A process answers before it retires or leaves after a refusal; a job still pending was cut short.
+        // A job still pending when its process exits was cut short.
         this.settle({ kind: 'died', detail });
       });
       this.child.on('error', reject);
@@ -138,14 +141,15 @@ export class SandboxProcess {
   }
 
   kill(): void {
-    if (!this.exited) this.child.kill('SIGKILL');
+    if (this.exited) return;
+    this.exited = true; // from now on no job is handed to it, whenever its exit event comes
+    this.child.kill('SIGKILL');
   }
 }
 
 function exitReason(code: number | null, signal: NodeJS.Signals | null, stderr: string[]): string {
   const why =
     code === EXIT_INTERPRETER_DIED ? 'the Python interpreter died (exit 70)'
-    : code === EXIT_HOST_ACCESS_REFUSED ? 'it left after refusing a job that reached for the host (exit 71)'
     : signal ? `killed by ${signal}`
     : `exit code ${code}`;
   const lines = stderr.filter((line) => !/ExperimentalWarning|--trace-warnings|^\s+at /.test(line));

@@ -89,15 +89,26 @@ export class PythonVerifierPool implements VerifierPool {
         throw new Error(`the Python verifier cannot run: ${(error as Error).message}`); // broken set-up, not a job's fault
       }
       const handedOver = wallClockMs();
-      const result = await worker.run({ job, fuel: this.fuel }, budgetMs);
-      if (result.kind === 'outcome') return result.outcome;
-      this.processes[slot] = null; // dead or killed: the next job starts a fresh one
-      if (result.kind === 'timeout') return this.fault(job, `no answer within the ${this.guardMs} ms wall-clock guard`);
+      const result = await worker.run({ job, fuel: this.fuel }, Math.ceil(budgetMs));
+      if (result.kind === 'outcome') {
+        if (worker.exited) await this.restart(slot); // it refused a job that reached for the host: this job's restart
+        return result.outcome;
+      }
+      if (result.kind === 'timeout') {
+        await this.restart(slot);
+        return this.fault(job, `no answer within the ${this.guardMs} ms wall-clock guard`);
+      }
       deaths.push(result.detail);
       budgetMs -= wallClockMs() - handedOver;
       if (budgetMs <= 0) return this.fault(job, `the worker died and the ${this.guardMs} ms wall-clock guard is spent (${deaths.join('; ')})`);
     }
     return this.fault(job, `the worker failed twice (${deaths.join('; ')})`);
+  }
+
+  /** A fresh process in the slot, loaded: the restart a job that ended its process costs (its pool time shows it). */
+  private async restart(slot: number): Promise<void> {
+    const fresh = (this.processes[slot] = this.start());
+    await fresh.ready.catch(() => {}); // a set-up that cannot start is reported by the next job that needs it
   }
 
   private processOf(slot: number): SandboxProcess {

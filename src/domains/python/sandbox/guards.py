@@ -15,7 +15,7 @@ import operator
 import re
 import sys
 import types
-from .limits import WALKED_ITEMS_PER_FUEL, MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_MODPOW_COST, MAX_RANGE, PROGRAM_FILE, PROGRAM_MODULE, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow
+from .limits import MADE_ITEMS_PER_FUEL, WALKED_ITEMS_PER_FUEL, MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_MODPOW_COST, MAX_RANGE, PROGRAM_FILE, PROGRAM_MODULE, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow
 
 # ---- layer 3: the guards the rewritten program calls --------------------------------------------------------------
 
@@ -183,6 +183,23 @@ def _guard_truediv(a, b, type=type, int=int, float=float, small=SMALL_DIVISION_B
     return a / b
 
 
+def _guard_slice(value, key, type=type, len=len, sized=frozenset({str, bytes, bytearray, list, tuple}), short=MADE_ITEMS_PER_FUEL):
+    """value[a:b]: a copy of the items, made in C; a long one costs fuel by its items (a slice of a long list taken
+    again and again is counted)."""
+    part = value[key]
+    if type(part) in sized and len(part) > short:
+        _charge(len(part))
+    return part
+
+
+def _guard_add(a, b, type=type, len=len, sized=frozenset({str, bytes, bytearray, list, tuple}), short=MADE_ITEMS_PER_FUEL):
+    """a + b: a concatenation copies both in C; a long one costs fuel by its items."""
+    total = a + b
+    if type(total) in sized and len(total) > short:
+        _charge(len(total))
+    return total
+
+
 def _guard_contains(item, container, type=type, sized=frozenset({list, tuple, str, bytes, bytearray, collections.deque})):
     """`item in container`: C code compares item with each element of a sequence (a walk fuel counts; a set or dict
     looks it up by hash), and the comparison nests as deep as item does."""
@@ -286,6 +303,13 @@ def _checked_unbound_format(method):
     return format_
 
 
+def _checked_unbound_format_map(method):
+    def format_map(template, mapping):
+        _check_format_string(template, (), mapping if isinstance(mapping, dict) else {})
+        return method(template, mapping)
+    return format_map
+
+
 def _checked_padding(method):
     def pad(width, *args):
         try:
@@ -361,14 +385,27 @@ def _checked_item(method):
     return compare_item
 
 
-def _guard_method(value, name, getattr=getattr, type=type):
+# Methods that walk their object in C (a search, a count, a copy, a case change, a split): each costs fuel by the
+# object's items once it is long, so calling one again and again on a long string or list is counted.
+_WALKED_TYPES = frozenset({str, bytes, bytearray, list, tuple, dict, set, frozenset, collections.deque})
+WALKING_METHODS = frozenset({
+    'count', 'index', 'remove', 'find', 'rfind', 'rindex', 'split', 'rsplit', 'splitlines', 'strip', 'lstrip', 'rstrip',
+    'upper', 'lower', 'casefold', 'swapcase', 'title', 'capitalize', 'translate', 'encode', 'decode', 'partition',
+    'rpartition', 'isdigit', 'isalpha', 'isalnum', 'isspace', 'islower', 'isupper', 'isdecimal', 'isnumeric', 'copy',
+    'reverse', 'insert', 'hex', 'replace', 'expandtabs', 'sort',
+})
+SHORT_ITEMS = 64  # up to this many items, a walking method is too cheap to count
+
+def _guard_method(value, name, getattr=getattr, type=type, walked=_WALKED_TYPES, walking=WALKING_METHODS, len=len):
     """Layer 2: `value.name` for the names of GUARDED_METHODS; the check applies where the name is the builtin one."""
     method = getattr(value, name)
+    if name in walking and type(value) in walked and len(value) > SHORT_ITEMS:
+        _charge(len(value), WALKED_ITEMS_PER_FUEL)
     if name in ('format', 'format_map'):
         if isinstance(value, str):
             return _checked_format(method, value) if name == 'format' else _checked_format_map(method, value)
-        if value is str and name == 'format':
-            return _checked_unbound_format(method)
+        if isinstance(value, type) and issubclass(value, str):  # str.format, or a subclass's, unbound
+            return _checked_unbound_format(method) if name == 'format' else _checked_unbound_format_map(method)
         return method
     text_like = isinstance(value, (str, bytes, bytearray))
     if name in ('ljust', 'rjust', 'center', 'zfill') and text_like:

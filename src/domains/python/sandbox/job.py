@@ -175,9 +175,11 @@ _ballast = []
 
 
 def _perturb(seed):
-    """Shifts where the run's objects land, so that id()-dependent orders differ between validation runs."""
+    """Shifts where the run's objects land, so that id()-dependent orders differ between validation runs: small ones
+    (Python's pools) and big ones (the C allocator, from 512 bytes)."""
     _ballast.clear()
     _ballast.extend([object() for _ in range(17 + seed % 101)] + [[0] * (seed % 13 + 1) for _ in range(7)])
+    _ballast.extend(bytearray(600 + 97 * (seed % 13) + 1024 * i) for i in range(3))
 
 
 # Values whose repr and type name Python gives here, at load: executor.ts reads them out of memory with its own

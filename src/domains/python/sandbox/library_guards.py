@@ -14,8 +14,8 @@ import math
 import operator
 import re
 import types
-from .limits import PROGRAM_FILE, _meter, MADE_ITEMS_PER_FUEL, MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_NESTING, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow, _tick
-from .guards import _check_division, _check_mod, _check_mul, _check_size, _check_spec, _guard_mul, _guard_target, _lshift_bits, _pow_bits
+from .limits import PROGRAM_FILE, WALKED_ITEMS_PER_FUEL, _meter, MADE_ITEMS_PER_FUEL, MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_NESTING, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow, _tick
+from .guards import _WALKED_TYPES, _check_division, _check_mod, _check_mul, _check_size, _check_spec, _guard_mul, _guard_target, _lshift_bits, _pow_bits
 
 # ---- layer 3: builtins and module views, by allow-list -------------------------------------------------------------
 
@@ -31,10 +31,13 @@ class _Chains:
 _chains = _Chains()
 
 
-def _walks(iterable, range=range, type=type):
-    """C code is about to walk `iterable`: a range is charged by its length (it costs nothing to make again)."""
+def _walks(iterable, range=range, type=type, sized=_WALKED_TYPES):
+    """C code is about to walk `iterable`: a range is charged by its length (it costs nothing to make again), a
+    builtin container or string by its items (sum, max, sorted of the same long list, again and again)."""
     if type(iterable) is range:
         _charge(len(iterable), RANGE_ITEMS_PER_FUEL)
+    elif type(iterable) in sized:
+        _charge(len(iterable), WALKED_ITEMS_PER_FUEL)
 
 
 def _chained(result, sources, chains=_chains, run=_run):

@@ -1,14 +1,19 @@
 # Layer 2: the rewrite of the checked program.
 #
-# Threat: what takes unbounded memory, time or C recursion in one step. `*`, `**`, `<<`, `%` (augmented too),
-# comparisons and f-string fields (nesting), calls of str/bytes/bytearray/int, range outside a `for`,
-# `.format`/`.format_map` and the paddings go through a guard (guards.py); attributes are stored only on the
-# program's own objects; a bare `except:` becomes `except Exception:`.
+# Threat: what takes unbounded memory, time or C recursion in one step. `*`, `**`, `<<`, `%`, `//`, `/` (augmented
+# too), comparisons, `in` and f-string fields (nesting, walks), calls of str/bytes/bytearray/int/type, range outside
+# a `for`, `.format`/`.format_map`, joins and the paddings go through a guard (guards.py); attributes the library
+# does not give are read through _guard_attr; attributes are stored only on the program's own objects; the class of
+# a `case C(...)` pattern is judged by value before C code reads the subject's attributes; a bare `except:` becomes
+# `except Exception:`.
 
 import ast
 import copy
-from .limits import GUARD_PREFIX, PROGRAM_FILE, REAL_BUILTINS_FOR_TESTS, Refused
+import sys
+from .guards import _CLASS_DICT, _CLASS_MRO, _guard_attr, _resolutions
+from .limits import GUARD_PREFIX, PROGRAM_FILE, PROGRAM_MODULE, REAL_BUILTINS_FOR_TESTS, Refused, _refuse
 from .source_checks import GUARDED_METHODS, _Checker, _Survey
+from .world import _GUARDS
 
 # ---- layer 2: the rewrite ------------------------------------------------------------------------------------------
 
@@ -30,7 +35,7 @@ class _Rewrite(ast.NodeTransformer):
     """Layer 2: the operations that can take unbounded memory, time or C recursion in one step go through guards.
     Calls of a builtin are rewritten unless the program binds that name itself (then they are its own)."""
 
-    BINARY = {ast.Mult: 'mul', ast.Pow: 'pow', ast.LShift: 'lshift', ast.Mod: 'mod', ast.FloorDiv: 'floordiv', ast.Div: 'truediv'}
+    BINARY = {ast.Mult: 'mul', ast.Pow: 'pow', ast.LShift: 'lshift', ast.Mod: 'mod', ast.FloorDiv: 'floordiv', ast.Div: 'truediv', ast.Add: 'add'}
     CALLS = {'str': 'str', 'bytes': 'bytes', 'bytearray': 'bytearray', 'int': 'int'}
     WALKING = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn)
 
@@ -46,17 +51,22 @@ class _Rewrite(ast.NodeTransformer):
             return node
         return ast.copy_location(_guard_call(guard, node.left, node.right), node)
 
+    # `x op= y`: the real in-place operation runs, after a check of the sizes. A target with calls in it cannot be
+    # read twice: refused for the operations that make big values in one step, left unchecked for divisions (whose
+    # cost the next steps' fuel bounds) and concatenation (`+=` grows memory, which the limits see).
+    AUGMENTED = {ast.Mult: 'mul', ast.Pow: 'pow', ast.LShift: 'lshift', ast.Mod: 'mod', ast.FloorDiv: 'floordiv', ast.Div: 'truediv'}
+    UNCHECKABLE_LEFT_ALONE = (ast.FloorDiv, ast.Div)
+
     def visit_AugAssign(self, node):
         pure = _pure(node.target)
         self.generic_visit(node)
-        guard = self.BINARY.get(type(node.op))
-        if guard is None:
+        guard = self.AUGMENTED.get(type(node.op))
+        if guard is None or not pure and isinstance(node.op, self.UNCHECKABLE_LEFT_ALONE):
             return node
         target = node.target
         if not pure:
             return ast.copy_location(ast.Expr(_guard_call('refuse_target', ast.Constant(node.lineno))), node)
         current = ast.copy_location(_as_load(target), target)
-        # The real in-place operation still runs (a list `*=` keeps its identity); the guard only checks sizes.
         node.value = ast.copy_location(_guard_call(f'check_{guard}', current, node.value), node.value)
         return node
 
@@ -75,6 +85,12 @@ class _Rewrite(ast.NodeTransformer):
             # A walk of two containers nests no deeper than the left one: checking it bounds == < in …
             operands[i] = ast.copy_location(_guard_call('shallow', left), left)
         node.left, node.comparators = operands[0], operands[1:]
+        return node
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Slice):
+            return ast.copy_location(_guard_call('slice', node.value, node.slice), node)
         return node
 
     def visit_FormattedValue(self, node):
@@ -120,11 +136,70 @@ class _Rewrite(ast.NodeTransformer):
         if self.loop_range and isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == 'range':
             iterable.func = ast.copy_location(ast.Name(GUARD_PREFIX + 'loop_range', ast.Load()), iterable.func)
 
+    def visit_MatchClass(self, node):
+        """`case C(p, k=q)`: C code reads the subject's attributes by the names C.__match_args__ and the pattern give,
+        once isinstance(subject, C) says yes. C becomes `_guard_classes.<'C k'>`: looked up and judged by value at
+        match time (_PatternClasses), with the keyword names in the lookup's key."""
+        node.patterns = [self.visit(pattern) for pattern in node.patterns]
+        node.kwd_patterns = [self.visit(pattern) for pattern in node.kwd_patterns]
+        if node.patterns or node.kwd_attrs:
+            key = ' '.join([_dotted(node.cls), *node.kwd_attrs])
+            node.cls = ast.copy_location(ast.Attribute(ast.Name(GUARD_PREFIX + 'classes', ast.Load()), key, ast.Load()), node.cls)
+        return node
+
     def visit_ExceptHandler(self, node):
         self.generic_visit(node)
         if node.type is None:  # a bare except would catch the sandbox's refusals
             node.type = ast.copy_location(ast.Name('Exception', ast.Load()), node)
         return node
+
+
+def _dotted(node):
+    """The dotted name a class pattern gives its class by (a Name, or attributes of one)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return '.'.join([node.id, *reversed(parts)])
+
+
+class _PatternClasses:
+    """The classes of class patterns, looked up by name in the matching frame and judged by value: the class of a
+    program's own must decide isinstance as type does (no metaclass of the library's, ABCMeta or a Protocol's, that
+    says yes to any object), and every name C code will read from the subject (its __match_args__, the pattern's
+    keywords) must be one the library gives, or resolve in a class of the program's."""
+
+    def __getattr__(self, key, frame_of=sys._getframe):
+        path, *keywords = key.split(' ')
+        first, *attributes = path.split('.')
+        frame = frame_of(1)
+        scopes = (frame.f_locals, frame.f_globals, frame.f_builtins)
+        scope = next((scope for scope in scopes if first in scope), None)
+        if scope is None:
+            raise NameError(f"name '{first}' is not defined")
+        value = scope[first]
+        for attribute in attributes:
+            value = getattr(value, attribute) if _Checker.attribute_access(attribute) == 'direct' else _guard_attr(value, attribute)
+        if isinstance(value, type):
+            _check_pattern_class(value, keywords)
+        return value
+
+
+def _check_pattern_class(cls, keywords, module=PROGRAM_MODULE):
+    if _CLASS_DICT(cls).get('__module__') == module:
+        hooks = [base for base in _CLASS_MRO(type(cls)) if base is not type and base is not object and '__instancecheck__' in _CLASS_DICT(base)]
+        if hooks:
+            _refuse('forbidden-attribute', f'a class pattern on {cls.__name__}, whose metaclass {type(cls).__name__} decides isinstance itself')
+    match_args = next((_CLASS_DICT(base)['__match_args__'] for base in _CLASS_MRO(cls) if '__match_args__' in _CLASS_DICT(base)), ())
+    if type(match_args) is not tuple or not all(type(name) is str for name in match_args):
+        _refuse('forbidden-attribute', f'{cls.__name__}.__match_args__ must be a tuple of names')
+    for name in (*match_args, *keywords):
+        access = _Checker.attribute_access(name)
+        if access is None or access == 'guarded' and not _resolutions[cls, name, False]:
+            _refuse('forbidden-attribute', f'a class pattern on {cls.__name__} would read .{name}, which is out of the sandbox\'s reach')
+
+
+_GUARDS[GUARD_PREFIX + 'classes'] = _PatternClasses()
 
 
 def _as_load(node):

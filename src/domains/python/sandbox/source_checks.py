@@ -18,6 +18,7 @@ import sys
 import textwrap
 import types
 from hashlib import sha256 as _sha256
+from .guards import WALKING_METHODS
 from .limits import GUARD_PREFIX
 from .world import _BUILTINS, _MODULE_VIEWS
 
@@ -46,7 +47,7 @@ READABLE_DUNDERS = frozenset({'__name__', '__qualname__', '__doc__', '__class__'
 READABLE_PRIVATE = frozenset({'_asdict', '_replace', '_fields', '_field_defaults', '_make'})
 # Attribute loads that go through a guard (rewritten, layer 2): string formatting and paddings, int.from_bytes and
 # to_bytes, list methods that compare elements.
-GUARDED_METHODS = frozenset({'format', 'format_map', 'ljust', 'rjust', 'center', 'zfill', 'expandtabs', 'replace', 'join', 'from_bytes', 'to_bytes', 'sort', 'index', 'count', 'remove'})
+GUARDED_METHODS = frozenset({'format', 'format_map', 'ljust', 'rjust', 'center', 'zfill', 'expandtabs', 'replace', 'join', 'from_bytes', 'to_bytes', 'sort'}) | WALKING_METHODS
 # Names in `except` clauses that would catch the sandbox's refusals.
 UNCATCHABLE = frozenset({'BaseException', 'BaseExceptionGroup', 'SystemExit', 'KeyboardInterrupt', 'GeneratorExit'})
 
@@ -73,7 +74,7 @@ _BOUND_NAMES = {
     ast.ExceptHandler: lambda node: (node.name,), ast.MatchAs: lambda node: (node.name,),
     ast.MatchStar: lambda node: (node.name,), ast.MatchMapping: lambda node: (node.rest,),
 }
-# The nodes that bind a name in a scope (a keyword argument does not), for counting a name's bindings.
+# The nodes that bind a name in a scope (a keyword argument does not).
 _BINDERS = {**{kind: names for kind, names in _BOUND_NAMES.items() if kind is not ast.keyword}, ast.FunctionDef: lambda node: (node.name,), ast.ClassDef: lambda node: (node.name,)}
 
 
@@ -85,15 +86,13 @@ _BRANCHING = frozenset({ast.If, ast.For, ast.While, ast.IfExp, ast.ExceptHandler
 
 
 class _Survey:
-    """One walk over the tree: its nodes, the names the program binds (definitions, assignments, parameters), how
-    often each is bound and which name a class statement binds; the attribute names it stores; the nodes that make a
-    class's namespace; and the program's metrics. Nothing is read out of its strings."""
+    """One walk over the tree: its nodes, the names the program binds (definitions, assignments, parameters), the
+    attribute names it stores; the nodes that make a class's namespace; and the program's metrics. Nothing is read
+    out of its strings."""
 
     def __init__(self, tree):
         self.nodes = []  # in source order: the first rule broken is the first in the text
         self.names = set()
-        self.bindings = collections.Counter()  # name → how many places bind it
-        self.class_names = set()  # names a class statement binds
         self.stored_attributes = set()  # names the program stores as attributes, or binds in a class body
         self.class_level = set()
         depth = branches = 0
@@ -108,7 +107,6 @@ class _Survey:
             elif kind is ast.BoolOp:
                 branches += len(node.values) - 1
             if kind is ast.ClassDef:
-                self.class_names.add(node.name)
                 self.class_level.update(map(id, node.body))
                 for statement in node.body:
                     targets = statement.targets if type(statement) is ast.Assign else [statement.target] if type(statement) is ast.AnnAssign else []
@@ -121,10 +119,7 @@ class _Survey:
                     self.stored_attributes.add(node.attr)
             binder = _BINDERS.get(kind)
             if binder is not None or kind is ast.Name and type(node.ctx) is not ast.Load:
-                for name in binder(node) if binder else (node.id,):
-                    if name:
-                        self.names.add(name)
-                        self.bindings[name] += 1
+                self.names.update(name for name in (binder(node) if binder else (node.id,)) if name)
             stack.extend((child, level + 1) for child in reversed(list(ast.iter_child_nodes(node))))  # in source order
         normal = ast.dump(tree, annotate_fields=False)  # formatting and comments do not make a program distinct
         self.metrics = {'nodes': len(self.nodes), 'depth': depth, 'cyclomatic': 1 + branches, 'hash': _sha256(normal.encode()).hexdigest()[:16]}
@@ -181,12 +176,10 @@ class _Checker:
         return None
 
     def pattern_refusal(self, node):
-        """`case C(name=…)` reads `name` in C code, where no guard sees it: a name the library may not give must be
-        read from a class of the program's, bound once, by a class statement."""
-        own_class = type(node.cls) is ast.Name and node.cls.id in self.survey.class_names and self.survey.bindings[node.cls.id] == 1
+        """`case C(name=…)` reads `name` in C code: never a name out of reach; a name the library does not give is
+        judged with C's value at match time (rewrite.py's _PatternClasses)."""
         for name in node.kwd_attrs:
-            access = self.attribute_access(name)
-            if access is None or access == 'guarded' and not own_class:
+            if self.attribute_access(name) is None:
                 return 'forbidden-attribute', f"the pattern attribute {name}= (line {node.lineno}) is out of the sandbox's reach"
         return None
 

@@ -34,7 +34,7 @@ import types
 import typing
 import unicodedata
 from .limits import GUARD_PREFIX, MAX_PRINT_CHARS, PROGRAM_MODULE, REAL_BUILTINS_FOR_TESTS, _refuse, _run, _shallow
-from .guards import _check_division, _check_lshift, _check_mod, _check_mul, _check_pow, _guard_attr, _guard_bytearray, _guard_bytes, _guard_class, _guard_contains, _guard_floordiv, _guard_fstring, _guard_int, _guard_loop_range, _guard_lshift, _guard_method, _guard_mod, _guard_mul, _guard_pow, _guard_range, _guard_refuse_target, _guard_str, _guard_target, _guard_truediv, _guard_type
+from .guards import _check_division, _check_lshift, _guard_add, _guard_slice, _check_mod, _check_mul, _check_pow, _guard_attr, _guard_bytearray, _guard_bytes, _guard_class, _guard_contains, _guard_floordiv, _guard_fstring, _guard_int, _guard_loop_range, _guard_lshift, _guard_method, _guard_mod, _guard_mul, _guard_pow, _guard_range, _guard_refuse_target, _guard_str, _guard_target, _guard_truediv, _guard_type
 from .regex_checks import _regex_function
 from .library_guards import _accumulate, _all, _any, _ascii, _chain, _comb, _compare, _contains, _deepcopy, _divmod, _enumerate, _extreme, _factorial, _filter, _format, _hash, _heapify, _ilshift, _imod, _imul, _in_place_division, _ipow, _items_checked, _iter, _itertool, _json_dumps, _json_loads, _lcm, _map, _no_metaclasses, _own_classes_only, _perm, _prod, _reduce, _repr, _reversed, _sorted, _starmap, _sum, _sumprod, _update_wrapper, _wraps, _zip
 
@@ -148,7 +148,7 @@ _GUARDS = {GUARD_PREFIX + name: value for name, value in {
     'str': _guard_str, 'bytes': _guard_bytes, 'bytearray': _guard_bytearray, 'int': _guard_int,
     'loop_range': _guard_loop_range, 'attr': _guard_attr, 'class': _guard_class, 'type': _guard_type,
     'floordiv': _guard_floordiv, 'truediv': _guard_truediv, 'check_floordiv': _check_division, 'check_truediv': _check_division,
-    'contains': _guard_contains,
+    'contains': _guard_contains, 'add': _guard_add, 'slice': _guard_slice,
 }.items()}
 
 
