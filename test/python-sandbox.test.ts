@@ -72,6 +72,13 @@ describe('hostile programs', () => {
     const program = 'class A:\n    def __init__(self, v):\n        self.v = v\ndef f(n):\n    return [a.v for a in {A(i) for i in range(n)}]';
     expect(validateProposal(python, 'code_o', proposal(program, '24'))).toEqual({ valid: false, reason: 'nondeterministic: two runs of the program disagree' });
   });
+
+  it("refuses a program whose output is the address of a big object (the C allocator's) as nondeterministic (red team F15)", () => {
+    for (const slots of [20, 200, 1000, 5000]) {
+      const program = `class Big:\n    __slots__ = tuple('a' + str(i) for i in range(${slots}))\ndef f(n):\n    return [hash(Big()) % 100003 for _ in range(n)]`;
+      expect(validateProposal(python, 'code_o', proposal(program, '3'))).toEqual({ valid: false, reason: 'nondeterministic: two runs of the program disagree' });
+    }
+  });
 });
 
 const EXECUTOR = fileURLToPath(new URL('../dist/src/domains/python/executor.js', import.meta.url));

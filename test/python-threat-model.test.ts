@@ -256,6 +256,12 @@ def f():
     expect(run(escaped, 'def f():\n    return 2')).toMatchObject({ ok: true, outputs: ['2'] }); // the heap stays grown, the next run is whole
   });
 
+  it('answers a date past JavaScript\'s range as C does, without ending the interpreter (red team F17)', () => {
+    const far = 'import time\ndef f():\n    return time.mktime((100000000, 1, 1, 0, 0, 0, 0, 1, 0))';
+    expect(run(escaped, far)).toMatchObject({ ok: false, reason: 'runtime-error', detail: 'OverflowError: mktime argument out of range' });
+    expect(run(escaped, 'import time\ndef f():\n    return time.mktime((2000, 1, 1, 0, 0, 0, 0, 1, 0))')).toMatchObject({ ok: true, outputs: ['946684800.0'] });
+  });
+
   it('refuses an exit or an abort as a verdict on the program, which ends the interpreter', async () => {
     for (const ending of ['os._exit(3)', 'os.abort()']) {
       const doomed = await PythonExecutor.load({ realBuiltinsForTests: true });
@@ -271,16 +277,34 @@ describe('through the fenced sandbox processes', () => {
     const pool = new PythonVerifierPool(1, { realBuiltinsForTests: true });
     try {
       const job = (program: string): VerifyJob => ({ kind: 'validate', taskType: 'code_o', text: proposalText(program, ['']) });
-      const started = performance.now();
       const [exited, next] = await pool.verify([job('import os\ndef f():\n    os._exit(3)'), job('def f():\n    return 41 + 1')]);
       expect(exited).toMatchObject({ kind: 'validate', validation: { valid: false, reason: expect.stringMatching(/^host-access: .*proc_exit/) } });
       expect(next).toMatchObject({ kind: 'validate', validation: { valid: true, task: { outputs: ['42'] } } });
-      expect(pool.faults).toBe(0);
-      expect(performance.now() - started).toBeLessThan(pool.guardMs * 4); // no guard waited out
+      expect(pool.faults).toBe(0); // no guard waited out: that would be a fault, not this refusal
     } finally {
       await pool.close();
     }
   }, 120_000);
+});
+
+describe('a worker that dies under a job', () => {
+  it('retries the job on a fresh process within what is left of its guard, and answers (red team F17)', async () => {
+    const pool = new PythonVerifierPool(1, { realBuiltinsForTests: true, wallClockGuardMs: 150_000 }); // a loaded machine is slow
+    try {
+      await pool.ready();
+      const slow = 'def f():\n    return sum(range(2 * 10 ** 7)) % 7'; // through the door: C work, no fuel, a second or more
+      const job: VerifyJob = { kind: 'validate', taskType: 'code_o', text: proposalText(slow, ['']) };
+      const processes = (pool as unknown as { processes: Array<{ child: { kill(signal: string): boolean } }> }).processes;
+      const killer = setTimeout(() => processes[0]!.child.kill('SIGKILL'), 300); // mid-job: a death, not a refusal
+      const [outcome] = await pool.verify([job]);
+      clearTimeout(killer);
+      expect(outcome).toMatchObject({ kind: 'validate', validation: { valid: true, task: { outputs: ['1'] } } }); // (2e7 · (2e7 - 1) / 2) mod 7
+      expect(pool.faults).toBe(0);
+      expect(pool.jobTimes[0]).toBeGreaterThan(300); // the try, the restart and the retry
+    } finally {
+      await pool.close();
+    }
+  }, 400_000);
 });
 
 // A self-play run whose teachers propose programs that use randomness (scripted: a random tiny model writes no

@@ -105,7 +105,7 @@ const HOST_REFUSAL_CODES = ['POPULORA_HOST_CALL_REFUSED', 'ERR_ACCESS_DENIED', '
  * The sandbox's Python, one file per layer in sandbox/ (each file's header names the threat it answers), loaded in
  * this order as the modules of one package: a file imports only from those before it.
  */
-export const SANDBOX_LAYERS = ['limits', 'exits', 'guards', 'regex_checks', 'library_guards', 'world', 'source_checks', 'rewrite', 'seals', 'fuel', 'literals', 'job'] as const;
+export const SANDBOX_LAYERS = ['limits', 'exits', 'regex_checks', 'guards', 'library_guards', 'world', 'source_checks', 'rewrite', 'seals', 'fuel', 'literals', 'job'] as const;
 const SANDBOX_PACKAGE = 'populora_sandbox';
 
 // Makes the package and loads one layer into it: a module registered before its code runs, so that the layers after

@@ -47,6 +47,7 @@ export class HostCallRefused extends Error {
 // Emscripten's errno values (WASI numbering) and the failures each kind of call reports.
 const EACCES = 2;
 const EBADF = 8;
+const EFAULT = 21;
 
 /** Calls allowed after the lock as they are: the runtime's own machinery, no host resource behind them. */
 const STANDARD_OUTPUT = 1;
@@ -177,10 +178,21 @@ export class HostGate {
       new Uint8Array(this.memory.buffer, at, text.length).set(text);
       return at;
     }) as ImportFunction);
+    // mktime as timegm. Emscripten's timegm throws (BigInt(NaN)) for a date past JavaScript's range, which would end
+    // the interpreter: it answers -1 with the weekday untouched instead, as C's mktime does (Python: OverflowError).
     replace('_mktime_js', ((tm: number) => {
-      const time = (original._timegm_js as (p: number) => bigint)(tm);
-      utc(tm);
-      return time;
+      const view = this.view();
+      const weekday = view.getInt32((tm >>> 0) + 24, true);
+      const yearDay = view.getInt32((tm >>> 0) + 28, true);
+      try {
+        const time = (original._timegm_js as (p: number) => bigint)(tm);
+        utc(tm);
+        return time;
+      } catch {
+        view.setInt32((tm >>> 0) + 24, weekday, true);
+        view.setInt32((tm >>> 0) + 28, yearDay, true);
+        return -1n;
+      }
     }) as ImportFunction);
 
     // File times are Emscripten's (Date.now() when a file was made at start-up): stat answers the clock's epoch
@@ -246,6 +258,14 @@ export class HostGate {
 
   /** fd_write(RECORD_FD, iov, iovcnt, pnum): keeps the bytes of the first write of a run; says all were written. */
   private keepRecord(iov: number, count: number, written: number): number {
+    try {
+      return this.keepRecordAt(iov, count, written);
+    } catch {
+      return EFAULT; // an address outside memory (a write only an escaped program could make)
+    }
+  }
+
+  private keepRecordAt(iov: number, count: number, written: number): number {
     const view = this.view();
     const parts: Uint8Array[] = [];
     for (let i = 0; i < count; i++) {

@@ -13,7 +13,7 @@ import os
 import sys
 import types
 import tracemalloc
-from .limits import _meter, MAX_MEMORY_BYTES, MAX_RECURSION, MEMORY_CHECK_STEPS, PROGRAM_FILE, Refused, TOOL_ID, _nestable, _refuse, _run, _too_deep
+from .limits import _charge_quietly, _meter, MAX_MEMORY_BYTES, MAX_RECURSION, MEMORY_CHECK_STEPS, PROGRAM_FILE, Refused, TOOL_ID, _nestable, _refuse, _run, _too_deep
 
 # ---- fuel, and refusals that stick --------------------------------------------------------------------------------
 
@@ -52,9 +52,11 @@ def _unwound(code, _offset, _exception, program=PROGRAM_FILE, frame_of=sys._getf
     data nests) are kept instead."""
     if code.co_filename != program:
         return
-    for value in frame_of(1).f_locals.values():
-        if nestable[type(value)] and _too_deep(value):
-            run.parked.append(value)
+    values = [value for value in frame_of(1).f_locals.values() if nestable[type(value)]]
+    if run.used > run.limit:  # the fuel is spent: each frame of an unwinding would walk its data again, unpaid
+        run.parked.extend(values)
+        return
+    run.parked.extend(value for value in values if _too_deep(value, _charge_quietly))
 
 
 _monitor.use_tool_id(TOOL_ID, 'populora-fuel')
@@ -65,9 +67,9 @@ _monitor.register_callback(TOOL_ID, _monitor.events.PY_UNWIND, _unwound)
 _WHILE_RUNNING = _monitor.events.EXCEPTION_HANDLED | _monitor.events.PY_UNWIND  # global events, only while a program runs
 
 
-# The standard library's Python code the sandbox itself works with, unmetered: the parser (compiling a program), JSON
-# (the runner's own messages), re's pattern compiler (bounded by the pattern checks) and what imports or reports.
-_UNMETERED_LIBRARY = frozenset({'ast.py', 'json', 're', 'importlib', 'pyodide', '_pyodide', 'tracemalloc.py', 'linecache.py', 'tokenize.py', 'traceback.py', 'codeop.py', 'dis.py', 'opcode.py'})
+# The standard library's Python code the sandbox itself works with, unmetered: the parser (compiling a program), re's
+# pattern compiler (bounded by the pattern checks) and what imports or reports.
+_UNMETERED_LIBRARY = frozenset({'ast.py', 're', 'importlib', 'pyodide', '_pyodide', 'tracemalloc.py', 'linecache.py', 'tokenize.py', 'traceback.py', 'codeop.py', 'dis.py', 'opcode.py'})
 
 
 def _meter_library(gc=gc, FunctionType=types.FunctionType):

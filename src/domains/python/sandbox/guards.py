@@ -15,6 +15,7 @@ import operator
 import re
 import sys
 import types
+from .regex_checks import PATTERN_METHODS, _pattern_method
 from .limits import MADE_ITEMS_PER_FUEL, WALKED_ITEMS_PER_FUEL, MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_MODPOW_COST, MAX_RANGE, PROGRAM_FILE, PROGRAM_MODULE, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow
 
 # ---- layer 3: the guards the rewritten program calls --------------------------------------------------------------
@@ -75,6 +76,9 @@ def _pow_bits(a, b, modulo=None):
             cost = b.bit_length() * (modulo.bit_length() // 30 + 1) ** 2
             if cost > MAX_MODPOW_COST:
                 _refuse('memory', f'pow() with a {b.bit_length()}-bit exponent and a {modulo.bit_length()}-bit modulus is too much work')
+            if b < 0:  # a modular inverse first: an extended Euclid, a step (a division) per bit of the modulus
+                _check_division(a, modulo)
+                _charge(modulo.bit_length() * (modulo.bit_length() // DIGIT_BITS + 1))
         return
     if not isinstance(a, (int, fractions.Fraction)) or not isinstance(b, (int, fractions.Fraction)):
         return
@@ -366,6 +370,7 @@ def _checked_join(method, separator):
             return method(items)  # an item of another type: join raises the same error
         if size > MAX_ITEMS:
             _refuse('memory', f'a join of {size} items exceeds the limit of {MAX_ITEMS}')
+        _charge(len(items), WALKED_ITEMS_PER_FUEL)
         _charge(size)
         return method(items)
     return join
@@ -392,15 +397,28 @@ WALKING_METHODS = frozenset({
     'count', 'index', 'remove', 'find', 'rfind', 'rindex', 'split', 'rsplit', 'splitlines', 'strip', 'lstrip', 'rstrip',
     'upper', 'lower', 'casefold', 'swapcase', 'title', 'capitalize', 'translate', 'encode', 'decode', 'partition',
     'rpartition', 'isdigit', 'isalpha', 'isalnum', 'isspace', 'islower', 'isupper', 'isdecimal', 'isnumeric', 'copy',
-    'reverse', 'insert', 'hex', 'replace', 'expandtabs', 'sort',
+    'reverse', 'insert', 'pop', 'hex', 'replace', 'expandtabs', 'sort', 'fromkeys',
 })
 SHORT_ITEMS = 64  # up to this many items, a walking method is too cheap to count
+_LIST_ONLY = frozenset({'pop', 'insert'})  # they move a list's items (a dict's pop, a deque's, do not walk)
+
+
+def _checked_fromkeys(method, walked=_WALKED_TYPES):
+    def fromkeys(iterable, *value):
+        if type(iterable) in walked:
+            _charge(len(iterable), WALKED_ITEMS_PER_FUEL)
+        return method(iterable, *value)
+    return fromkeys
 
 def _guard_method(value, name, getattr=getattr, type=type, walked=_WALKED_TYPES, walking=WALKING_METHODS, len=len):
     """Layer 2: `value.name` for the names of GUARDED_METHODS; the check applies where the name is the builtin one."""
     method = getattr(value, name)
-    if name in walking and type(value) in walked and len(value) > SHORT_ITEMS:
+    if name in walking and type(value) in walked and len(value) > SHORT_ITEMS and (name not in _LIST_ONLY or type(value) is list):
         _charge(len(value), WALKED_ITEMS_PER_FUEL)
+    if name == 'fromkeys' and isinstance(value, type):
+        return _checked_fromkeys(method)
+    if name in PATTERN_METHODS and (isinstance(value, re.Pattern) or value is re.Pattern):
+        return _pattern_method(value, name, method)
     if name in ('format', 'format_map'):
         if isinstance(value, str):
             return _checked_format(method, value) if name == 'format' else _checked_format_map(method, value)

@@ -6,7 +6,7 @@
 # memory before every job, so nothing a job changes outlives it.
 #
 # The layers, each tested as if the one above it had fallen (test/python-sandbox.test.ts), in load order:
-# limits.py, exits.py (layer 0), guards.py, regex_checks.py, library_guards.py, world.py (layer 3),
+# limits.py, exits.py (layer 0), regex_checks.py, guards.py, library_guards.py, world.py (layer 3),
 # source_checks.py (layer 1), rewrite.py (layer 2), seals.py, fuel.py, literals.py (layer 4), job.py.
 
 import codecs
@@ -48,6 +48,7 @@ def _call(code, arguments, run=_run, running=_running):
         finally:
             # The program's hooks end here: its globals go, and its garbage (generators' finally blocks) is collected
             # while fuel still counts. Data nested too deep to free safely is kept instead (the restore drops it).
+            # (Once a run, bounded by the memory limit: not charged, so big tables of the program's cost no fuel.)
             run.parked.extend(item for item in world.globals.values() if _nestable[type(item)] and _too_deep(item))
             world.globals.clear()
             gc.collect()
@@ -175,11 +176,17 @@ _ballast = []
 
 
 def _perturb(seed):
-    """Shifts where the run's objects land, so that id()-dependent orders differ between validation runs: small ones
-    (Python's pools) and big ones (the C allocator, from 512 bytes)."""
+    """Shifts where the run's objects land, so that id()-dependent results differ between validation runs: Python's
+    small-object pools keep one pool per size class, so the ballast takes blocks of every size class (16 to 512
+    bytes), and the C allocator's blocks above them, in amounts the seed decides."""
     _ballast.clear()
     _ballast.extend([object() for _ in range(17 + seed % 101)] + [[0] * (seed % 13 + 1) for _ in range(7)])
-    _ballast.extend(bytearray(600 + 97 * (seed % 13) + 1024 * i) for i in range(3))
+    for size in range(0, 480, 16):  # a bytes object of `size` bytes takes a block of the size class above 33 + size
+        _ballast.extend(bytes(size) for _ in range(1 + (seed + size) % 3))
+    size = 500 + seed % 97
+    while size < 100_000:  # the C allocator hands out the best-fitting free block: take one of every size, 5% apart
+        _ballast.append(bytes(size))
+        size += size // 20
 
 
 # Values whose repr and type name Python gives here, at load: executor.ts reads them out of memory with its own

@@ -277,6 +277,23 @@ def _imod(a, b):
     return a
 
 
+def _walking_constructor(kind):
+    """list(x), tuple(x), set(x), frozenset(x), dict(x) by name: C code walks x (rewrite.py calls these)."""
+    def construct(*args, **kwargs):
+        if args:
+            _walks(args[0])
+        return kind(*args, **kwargs)
+    construct.__name__ = kind.__name__
+    return construct
+
+
+def _gcd(*integers):
+    """math.gcd: Euclid's algorithm on big integers is quadratic in C, paid as a division is."""
+    for a, b in zip(integers, integers[1:]):
+        _check_division(a, b)
+    return math.gcd(*integers)
+
+
 def _divmod(a, b):
     _check_division(a, b)
     return divmod(a, b)

@@ -86,6 +86,13 @@ def _charge(items, per=MADE_ITEMS_PER_FUEL, run=_run, units_per_step=MADE_ITEMS_
         _refuse('fuel', f'the program took more than {run.limit} steps (lines, jumps and items made in C)')
 
 
+def _charge_quietly(items, per=MADE_ITEMS_PER_FUEL, run=_run, units_per_step=MADE_ITEMS_PER_FUEL):
+    """As _charge, where raising is not allowed (a monitoring callback): the next step of fuel refuses."""
+    units = run.units + items * (units_per_step // per)
+    run.used += units // units_per_step
+    run.units = units % units_per_step
+
+
 def _tick(item, run=_run, traced=tracemalloc.get_traced_memory, every=MEMORY_CHECK_ITEMS - 1):
     """One step of fuel per item that C code iterates for the program (reduce, itertools sources), with a look at
     the memory now and then (a reduce of list concatenations grows it in C); returns the item, for map."""
@@ -133,22 +140,14 @@ def _children(value, dict=dict, chain=itertools.chain):
     return ()
 
 
-def _too_deep(root, charge=False, limit=MAX_NESTING, nestable=_nestable, compress=itertools.compress, type=type, id=id, iter=iter, len=len):
+def _too_deep(root, charge=None, limit=MAX_NESTING, nestable=_nestable, compress=itertools.compress, type=type, id=id, iter=iter, len=len, run=_run):
     """Whether a path through builtin containers from root is longer than `limit`, or a container holds itself. An
-    iterative walk; containers shared by several paths are walked once (their height is kept). With `charge`, the
-    items it looked at cost fuel (a walk for the program's sake: C code is about to walk the same)."""
+    iterative walk at C speed over each container's items; a child shared by several parents or met again is walked
+    once (its height is kept). `charge` (_charge, or _charge_quietly where raising is not allowed) makes the items
+    looked at cost fuel as each container is met: the walk is done for the program's sake, and once the fuel is
+    spent it stops, answering True (the value is kept, never freed by a walk of unknown depth)."""
     if not nestable[type(root)]:
         return False
-    if charge:
-        walked = [0]
-        try:
-            return _too_deep_walk(root, limit, nestable, compress, walked)
-        finally:
-            _charge(walked[0], WALKED_ITEMS_PER_FUEL)
-    return _too_deep_walk(root, limit, nestable, compress, [0])
-
-
-def _too_deep_walk(root, limit, nestable, compress, walked, type=type, id=id, iter=iter, len=len):
     heights = {}
     on_path = {id(root)}
     stack = [[root, None, 0]]
@@ -159,8 +158,12 @@ def _too_deep_walk(root, limit, nestable, compress, walked, type=type, id=id, it
             items = _children(node)
             if not isinstance(items, (list, tuple)):
                 items = list(items)
-            walked[0] += len(items)
-            frame[1] = children = iter(compress(items, map(nestable.__getitem__, map(type, items))))
+            if charge is not None:
+                charge(len(items), WALKED_ITEMS_PER_FUEL)
+                if run.used > run.limit:
+                    return True
+            nested = list(compress(items, map(nestable.__getitem__, map(type, items))))
+            frame[1] = children = iter(dict(zip(map(id, nested), nested)).values())  # each distinct child once
         for child in children:
             key = id(child)
             if key in on_path:
@@ -189,7 +192,7 @@ def _shallow(value, flat=_FLAT_TYPES, type=type, run=_run):
     """`value`, once it is known that C code walking it (repr, ==, <, hash, sort) nests at most MAX_NESTING deep.
     Data deeper than that is kept alive (parked): freeing it would recurse in C as deep as it nests. The walk costs
     fuel by the items it meets, as the C walk that follows would."""
-    if type(value) in flat or not _too_deep(value, True):
+    if type(value) in flat or not _too_deep(value, _charge):
         return value
     run.parked.append(value)
     _refuse('recursion', f'the data nests more than {MAX_NESTING} levels (or contains itself)')

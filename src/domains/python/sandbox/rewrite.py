@@ -36,7 +36,7 @@ class _Rewrite(ast.NodeTransformer):
     Calls of a builtin are rewritten unless the program binds that name itself (then they are its own)."""
 
     BINARY = {ast.Mult: 'mul', ast.Pow: 'pow', ast.LShift: 'lshift', ast.Mod: 'mod', ast.FloorDiv: 'floordiv', ast.Div: 'truediv', ast.Add: 'add'}
-    CALLS = {'str': 'str', 'bytes': 'bytes', 'bytearray': 'bytearray', 'int': 'int'}
+    CALLS = {'str': 'str', 'bytes': 'bytes', 'bytearray': 'bytearray', 'int': 'int', 'list': 'list', 'tuple': 'tuple', 'set': 'set', 'frozenset': 'frozenset', 'dict': 'dict'}
     WALKING = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn)
 
     def __init__(self, program_names, guarded_attributes):

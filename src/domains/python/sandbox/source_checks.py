@@ -19,6 +19,7 @@ import textwrap
 import types
 from hashlib import sha256 as _sha256
 from .guards import WALKING_METHODS
+from .regex_checks import PATTERN_METHODS
 from .limits import GUARD_PREFIX
 from .world import _BUILTINS, _MODULE_VIEWS
 
@@ -47,7 +48,7 @@ READABLE_DUNDERS = frozenset({'__name__', '__qualname__', '__doc__', '__class__'
 READABLE_PRIVATE = frozenset({'_asdict', '_replace', '_fields', '_field_defaults', '_make'})
 # Attribute loads that go through a guard (rewritten, layer 2): string formatting and paddings, int.from_bytes and
 # to_bytes, list methods that compare elements.
-GUARDED_METHODS = frozenset({'format', 'format_map', 'ljust', 'rjust', 'center', 'zfill', 'expandtabs', 'replace', 'join', 'from_bytes', 'to_bytes', 'sort'}) | WALKING_METHODS
+GUARDED_METHODS = frozenset({'format', 'format_map', 'ljust', 'rjust', 'center', 'zfill', 'expandtabs', 'replace', 'join', 'from_bytes', 'to_bytes', 'sort'}) | WALKING_METHODS | PATTERN_METHODS
 # Names in `except` clauses that would catch the sandbox's refusals.
 UNCATCHABLE = frozenset({'BaseException', 'BaseExceptionGroup', 'SystemExit', 'KeyboardInterrupt', 'GeneratorExit'})
 

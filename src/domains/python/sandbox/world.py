@@ -36,7 +36,7 @@ import unicodedata
 from .limits import GUARD_PREFIX, MAX_PRINT_CHARS, PROGRAM_MODULE, REAL_BUILTINS_FOR_TESTS, _refuse, _run, _shallow
 from .guards import _check_division, _check_lshift, _guard_add, _guard_slice, _check_mod, _check_mul, _check_pow, _guard_attr, _guard_bytearray, _guard_bytes, _guard_class, _guard_contains, _guard_floordiv, _guard_fstring, _guard_int, _guard_loop_range, _guard_lshift, _guard_method, _guard_mod, _guard_mul, _guard_pow, _guard_range, _guard_refuse_target, _guard_str, _guard_target, _guard_truediv, _guard_type
 from .regex_checks import _regex_function
-from .library_guards import _accumulate, _all, _any, _ascii, _chain, _comb, _compare, _contains, _deepcopy, _divmod, _enumerate, _extreme, _factorial, _filter, _format, _hash, _heapify, _ilshift, _imod, _imul, _in_place_division, _ipow, _items_checked, _iter, _itertool, _json_dumps, _json_loads, _lcm, _map, _no_metaclasses, _own_classes_only, _perm, _prod, _reduce, _repr, _reversed, _sorted, _starmap, _sum, _sumprod, _update_wrapper, _wraps, _zip
+from .library_guards import _accumulate, _all, _any, _ascii, _chain, _comb, _compare, _contains, _deepcopy, _divmod, _enumerate, _extreme, _factorial, _filter, _format, _gcd, _hash, _heapify, _ilshift, _imod, _imul, _in_place_division, _ipow, _items_checked, _iter, _itertool, _json_dumps, _json_loads, _lcm, _map, _no_metaclasses, _own_classes_only, _perm, _prod, _reduce, _repr, _reversed, _sorted, _walking_constructor, _starmap, _sum, _sumprod, _update_wrapper, _wraps, _zip
 
 _MODULE_NAMES = {
     'math': 'acos acosh asin asinh atan atan2 atanh cbrt ceil comb copysign cos cosh degrees dist e erf erfc exp exp2 expm1 fabs factorial floor fma fmod frexp fsum gamma gcd hypot inf isclose isfinite isinf isnan isqrt lcm ldexp lgamma log log10 log1p log2 modf nan nextafter perm pi pow prod radians remainder sin sinh sqrt sumprod tan tanh tau trunc ulp',
@@ -63,7 +63,7 @@ _MODULE_NAMES = {
     'unicodedata': 'bidirectional category combining decimal decomposition digit east_asian_width is_normalized lookup mirrored name normalize numeric unidata_version',
 }
 _MODULE_GUARDS = {
-    'math': {'factorial': _factorial, 'comb': _comb, 'perm': _perm, 'prod': _prod, 'lcm': _lcm, 'sumprod': _sumprod},
+    'math': {'gcd': _gcd, 'factorial': _factorial, 'comb': _comb, 'perm': _perm, 'prod': _prod, 'lcm': _lcm, 'sumprod': _sumprod},
     'functools': {'reduce': _reduce, 'wraps': _wraps, 'update_wrapper': _update_wrapper, 'total_ordering': _own_classes_only(functools.total_ordering)},
     'dataclasses': {'dataclass': _own_classes_only(dataclasses.dataclass)},
     'typing': {'final': _own_classes_only(typing.final), 'get_origin': _no_metaclasses(typing.get_origin), 'get_args': _no_metaclasses(typing.get_args)},
@@ -149,7 +149,18 @@ _GUARDS = {GUARD_PREFIX + name: value for name, value in {
     'loop_range': _guard_loop_range, 'attr': _guard_attr, 'class': _guard_class, 'type': _guard_type,
     'floordiv': _guard_floordiv, 'truediv': _guard_truediv, 'check_floordiv': _check_division, 'check_truediv': _check_division,
     'contains': _guard_contains, 'add': _guard_add, 'slice': _guard_slice,
+    **{kind.__name__: _walking_constructor(kind) for kind in (list, tuple, set, frozenset, dict)},
 }.items()}
+
+
+def _build_class(function, name, *bases, **keywords):
+    """A class statement, judged by the class it made: never a metaclass (a base may become `type` through its
+    __mro_entries__, as typing.Type does), which would make classes from a dict of names with hooks the source
+    checks refuse in a class statement."""
+    made = builtins.__build_class__(function, name, *bases, **keywords)
+    if isinstance(made, type) and issubclass(made, type):
+        _refuse('forbidden-builtin', f'class {name} is a metaclass (its bases give type): it would make classes from a dict of names')
+    return made
 
 
 class _World:
@@ -163,7 +174,7 @@ class _World:
         safe = dict(_BUILTINS)
         safe['__import__'] = self.import_
         safe['print'] = self.print_
-        safe['__build_class__'] = builtins.__build_class__  # `class` statements; the name is refused in source
+        safe['__build_class__'] = _build_class  # `class` statements; the name is refused in source
         self.globals = {'__builtins__': safe, '__name__': PROGRAM_MODULE, **_GUARDS}
         if REAL_BUILTINS_FOR_TESTS:
             self.globals = {'__builtins__': builtins, '__name__': PROGRAM_MODULE}
