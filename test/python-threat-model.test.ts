@@ -170,6 +170,22 @@ def f(x):
     expect(validateProposal(escaped, 'code_o', proposalText(lying, ['7']))).toMatchObject({ valid: false, reason: expect.stringMatching(/^tampered: .*output 0 reads 7 in memory, not 42/) });
   });
 
+  it("sees its input's value, never its spelling: a code_i answer spelt otherwise runs as the validation did (red team F7)", () => {
+    // It looks through every frame below it for text holding its input: the harness's JSON of the inputs, an input's
+    // own text. Were either there, the gold of 'zq7' would differ from the run of the answer "zq7".
+    const reader = `import sys
+def f(x):
+    found, frame = [], sys._getframe(1)
+    while frame is not None:
+        found += [v for v in frame.f_locals.values() if type(v) is str and x in v and v != x]
+        frame = frame.f_back
+    return [x, found]`;
+    const validation = validateProposal(escaped, 'code_i', proposalText(reader, ["'zq7'"]));
+    expect(validation).toMatchObject({ valid: true, task: { outputs: ["['zq7', []]"] } });
+    if (!validation.valid) return;
+    expect(checkAnswer(escaped, validation.task as CodeTask, fence('input', '"zq7"'))).toEqual({ correct: true, reason: 'correct' });
+  });
+
   it('never has the gold output in its interpreter when a check runs it: gold is compared where no program ran', () => {
     // It counts the strings holding its own output before making it: were the gold placed in its interpreter for the
     // check, it would see one, give another output and fail the check of its own task.

@@ -143,9 +143,13 @@ def run(source, inputs_json, fuel, perturb_seed=None, compiled=None, run_state=_
         answer.update(metrics=metrics, inputTypes=[])
         _meter(code)
         run_state.used, run_state.units, run_state.limit = 0, 0, fuel  # the program's steps, from here on
-        for text in _decode(inputs_json):
-            arguments = _arguments(text)
-            answer['inputTypes'].append(', '.join(_type_name(a) for a in arguments))
+        # Every input parsed before any program code runs, and the texts dropped: a program sees the values, never
+        # their spelling, so a code_i check of an answer that spells the teacher's input otherwise runs the same.
+        pending = [_arguments(text) for text in _decode(inputs_json)]
+        del inputs_json
+        answer['inputTypes'] = [', '.join(_type_name(a) for a in arguments) for arguments in pending]
+        while pending:
+            arguments = pending.pop(0)
             value, printed = _call(code, arguments)
             answer['outputs'].append(_canonical(value))
             kept.append(value)
