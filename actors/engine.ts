@@ -33,7 +33,7 @@ export type EngineState = null;
 export type EngineMessage =
   | GenerateRequest
   | { type: 'train'; samples: TrainingSample[] }
-  | { type: 'evolve'; requestId: number; replyTo: Address<EvolvedReply>; children: ChildSpec[]; sigma: number; crossover: CrossoverKind };
+  | { type: 'evolve'; requestId: number; replyTo: Address<EvolvedReply>; children: ChildSpec[]; sigma: number; crossover: CrossoverKind | string };
 
 type EvolveRequest = Extract<EngineMessage, { type: 'evolve' }>;
 export interface EvolvedReply {

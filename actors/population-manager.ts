@@ -20,7 +20,8 @@ export interface EvolutionConfig {
   every: number; // 0: never
   policy: SelectionPolicy;
   crossoverProbability: number;
-  crossover: CrossoverKind;
+  crossover: CrossoverKind | string; // a built-in, or a plug-in's name (file@sha256)
+  mutation: string | null; // null: the built-in Gaussian noise of `sigma`; else a plug-in's name
   sigma: number;
   optimizerState: 'reset' | 'inherit';
   fitness: 'rating' | 'reward';
@@ -103,7 +104,7 @@ export const populationManagerHandler =
         }
         if (config.keepHistory) state.history = recordHistory(state.history ?? {}, outcomes);
         world.report('ratings', Object.fromEntries(state.members.map((m) => [m.id, m.rating])));
-        if (config.ratings.name === 'trueskill') world.report('rating-sigmas', Object.fromEntries(state.members.map((m) => [m.id, m.sigma])));
+        if (state.members.some((m) => m.sigma !== undefined)) world.report('rating-sigmas', Object.fromEntries(state.members.map((m) => [m.id, m.sigma])));
         const { evaluation } = config;
         const evaluationDue = evaluation !== null && (world.step + 1 === evaluation.steps || (evaluation.every > 0 && (world.step + 1) % evaluation.every === 0));
         if (evaluationDue) {
@@ -149,7 +150,7 @@ function requestEvolution(state: PopulationState, { evolution: config, ratings }
     const parents = replacement.parents.map((id) => memberOf(state, id));
     const seed = rng.u32();
     children.push({ slot: replaced.slot, parentSlots: parents.map((p) => p.slot), operator: replacement.operator, seed, inheritOptimizerFrom: replacement.inheritOptimizerFrom === null ? null : parents[0]!.slot });
-    const parameters = replacement.operator === 'mutate' ? { sigma: config.sigma } : { kind: config.crossover };
+    const parameters = replacement.operator === 'mutate' ? (config.mutation === null ? { sigma: config.sigma } : { operator: config.mutation }) : { kind: config.crossover };
     for (const m of state.members.filter((x) => x.slot === replaced.slot)) {
       const child = adapterName(m.id, m.generation + 1);
       state.lineage.push({ child, parents: parents.map((p) => p.adapter), operator: replacement.operator, parameters, seed, step: world.step });

@@ -1,17 +1,19 @@
 // A student: one population member that solves tasks. For each task the matchmaker assigns it, it asks the
 // engine for `answersPerStudent` answers, has the verifier check them, tells the teacher (and the population
 // manager, for ratings) how many were correct, and at the learn phase hands its samples to the engine with
-// reward 1 for a correct answer and 0 otherwise.
+// reward 1 for a correct answer and 0 otherwise (AZR's; a scenario's reward hook may shape it: src/rewards/rules.ts).
 
 import type { Domain, PromptSet, Task } from '../src/domains/domain.js';
 import type { Address, Handler } from '../src/runtime/world.js';
 import { ENGINE, POPULATION_MANAGER, VERIFIER, byRequestId, groupBy, mean, type GenerateRequest, type Generated, type Learn, type Outcome, type Outcomes, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
+import type { RewardRules } from '../src/rewards/rules.js';
 
 export interface StudentConfig {
   domain: Domain;
   prompts: PromptSet | null; // the domain's templates as the scenario resolved them (null: it has none)
   answersPerTask: number;
+  rewards: RewardRules; // AZR's, or a scenario's reward hook (src/rewards/rules.ts)
 }
 
 interface Answer {
@@ -84,12 +86,9 @@ export const studentHandler =
         return state;
       }
       case 'learn': {
-        const samples: TrainingSample[] = state.answers.filter((a) => !a.fault).map((a) => ({
-          requestId: a.requestId,
-          role: 'student',
-          taskType: assignment(a.taskId).task.type,
-          reward: a.correct ? 1 : 0,
-        }));
+        const judged = state.answers.filter((a) => !a.fault);
+        const rewards = config.rewards.student(judged.map((a) => ({ taskType: assignment(a.taskId).task.type, task: assignment(a.taskId).task, correct: a.correct === true })), world.step, self);
+        const samples: TrainingSample[] = judged.map((a, i) => ({ requestId: a.requestId, role: 'student', taskType: assignment(a.taskId).task.type, reward: rewards[i]! }));
         if (samples.length > 0) world.send(self, ENGINE, { type: 'train', samples });
         const rewardMean = mean(samples.map((s) => s.reward));
         if (samples.length > 0) world.send(self, POPULATION_MANAGER, { type: 'reward', member: self, rewardMean });
@@ -99,7 +98,7 @@ export const studentHandler =
           tally.answers++;
           if (a.correct) tally.correct++;
         }
-        world.report('student', { id: self, subpopulation: state.subpopulation, tasks: state.assignments.length, answers: samples.length, correct: samples.filter((s) => s.reward === 1).length, faults: state.answers.length - samples.length, byTeacher });
+        world.report('student', { id: self, subpopulation: state.subpopulation, tasks: state.assignments.length, answers: samples.length, correct: judged.filter((a) => a.correct).length, faults: state.answers.length - samples.length, byTeacher });
         return { ...state, assignments: [], answers: [] };
       }
     }

@@ -1,7 +1,8 @@
 // A teacher: one population member that proposes tasks. Per step it asks the engine for `perTeacher` proposals of
 // each task type, has the verifier validate them, offers the valid ones to the matchmaker, gathers the students'
 // outcomes, and at the learn phase turns them into rewards (DESIGN.md: learnability 1 - solve rate; a penalty
-// for an invalid task; optionally 0 when no student solved it) and hands its samples to the engine.
+// for an invalid task; optionally 0 when no student solved it; or a scenario's reward hook: src/rewards/rules.ts)
+// and hands its samples to the engine.
 // Where the domain conditions proposals on examples (the code domain, as AZR does), each prompt shows
 // `references` tasks drawn from the teacher's buffer: the domain's seed tasks, then its own valid proposals.
 // What a prompt already gives of the proposal (a program to write inputs for) is validated as part of it.
@@ -10,11 +11,9 @@ import type { Domain, PromptSet, Task, TaskMetrics, TaskType } from '../src/doma
 import type { Handler } from '../src/runtime/world.js';
 import { ENGINE, MATCHMAKER, POPULATION_MANAGER, VERIFIER, byRequestId, mean, type GenerateRequest, type Generated, type Learn, type OfferedTask, type Outcomes, type TrainingSample } from './protocol.js';
 import type { VerifierMessage, VerifierReply } from './verifier.js';
+import type { ProposalOutcome, RewardRules } from '../src/rewards/rules.js';
 
-export interface TeacherRewards {
-  invalidPenalty: number;
-  zeroAtUnsolved: boolean;
-}
+export { teacherReward } from '../src/rewards/rules.js';
 
 export interface TeacherConfig {
   domain: Domain;
@@ -23,7 +22,7 @@ export interface TeacherConfig {
   perTeacher: number;
   references: number; // reference tasks shown per prompt (0: none)
   promptCharacters: number; // the longest prompt the model's context holds beside the generation
-  rewards: TeacherRewards;
+  rewards: RewardRules; // AZR's, or a scenario's reward hook (src/rewards/rules.ts)
 }
 
 /** Most tasks a teacher's reference buffer keeps (the newest). */
@@ -57,13 +56,8 @@ export type TeacherMessage =
   | Outcomes
   | Learn;
 
-/** Teacher reward for one proposal (AZR / PopuLoRA form). */
-export function teacherReward(valid: boolean, solveRate: number | null, rewards: TeacherRewards): number {
-  if (!valid) return rewards.invalidPenalty;
-  if (solveRate === null) return 0; // valid but no student was matched: nothing was learned about it
-  if (solveRate === 0 && rewards.zeroAtUnsolved) return 0;
-  return 1 - solveRate;
-}
+/** A judged proposal as the reward rules see it. */
+const outcomeOf = (p: Proposal): ProposalOutcome => ({ taskType: p.taskType, text: p.text, valid: p.task !== null, invalidReason: p.invalidReason, task: p.task, metrics: p.metrics, correct: p.correct, answers: p.answers, solveRate: p.answers > 0 ? p.correct / p.answers : null });
 
 export const teacherHandler =
   (config: TeacherConfig): Handler<TeacherState, TeacherMessage> =>
@@ -129,12 +123,8 @@ export const teacherHandler =
       }
       case 'learn': {
         const judged = state.proposals.filter((p) => p.fault === null);
-        const samples: TrainingSample[] = judged.map((p) => ({
-          requestId: p.requestId,
-          role: 'teacher',
-          taskType: p.taskType,
-          reward: teacherReward(p.task !== null, p.answers > 0 ? p.correct / p.answers : null, config.rewards),
-        }));
+        const rewards = config.rewards.teacher(judged.map(outcomeOf), world.step, self);
+        const samples: TrainingSample[] = judged.map((p, i) => ({ requestId: p.requestId, role: 'teacher', taskType: p.taskType, reward: rewards[i]! }));
         const rewardMean = mean(samples.map((s) => s.reward));
         if (samples.length > 0) world.send(self, ENGINE, { type: 'train', samples });
         if (samples.length > 0) world.send(self, POPULATION_MANAGER, { type: 'reward', member: self, rewardMean });

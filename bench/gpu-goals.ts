@@ -9,7 +9,7 @@
 //                                table, a later file's part over an earlier one's)
 //
 // --quick: bench-small in place of the 0.5B shape, and no 7B parts (a dry run, minutes on lavapipe). On a machine
-// lent for 10 minutes a call, run a few parts a call and --merge their JSON (README, "The GPU goals in one command").
+// lent for 10 minutes a call, run a few parts a call and --merge their JSON (docs/testing.md).
 
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -7,6 +7,7 @@
 //
 //   node dist/bench/inference.js [--preset bench-small|qwen2.5-0.5b-shape] [--backend webgpu|cpu] [--weights f16|f32]
 //                                [--prompt 16] [--decode 8] [--rank 16] [--peak-gbs N] [--out bench/results/inference.json]
+//                                [--threads N]   (the CPU backend's; default: one per core)
 //                                [--shapes 1x1,8x8,...]   (batch x distinct adapters; default: all six)
 //                                [--loop-rounds 3] [--loop-decode 32] [--steps-per-read 16]   (0 rounds: no loop table)
 //                                [--profile 1x1,32x32]   (batch x distinct adapters, 0 = base only; none: no profile)
@@ -38,6 +39,7 @@ const args = benchArgs(import.meta.url, {
     decode: { type: 'string', default: '8' },
     rank: { type: 'string', default: '16' },
     'peak-gbs': { type: 'string' },
+    threads: { type: 'string' },
     out: { type: 'string', default: 'bench/results/inference.json' },
     shapes: { type: 'string', default: ALL_SHAPES },
     'loop-rounds': { type: 'string', default: '3' },
@@ -224,7 +226,7 @@ async function main() {
   const config = presetConfig(args.preset!);
   const [promptLen, steps, rank] = [Number(args.prompt), Number(args.decode), Number(args.rank)];
   const storage = args.weights as WeightStorage;
-  const backend = await openBackend(args.backend as BackendChoice);
+  const backend = await openBackend(args.backend as BackendChoice, undefined, args.threads === undefined ? undefined : Number(args.threads));
   try {
     const [loopRounds, loopSteps, stepsPerRead] = [Number(args['loop-rounds']), Number(args['loop-decode']), Number(args['steps-per-read'])];
     const model = LlamaModel.upload(backend, config, randomModel(config, 1, args['tile-weights'] ? TILE : Infinity), { storage, maxContext: promptLen + 1 + Math.max(steps, loopRounds > 0 ? loopSteps : 0) });

@@ -5,6 +5,7 @@
 //
 //   node dist/bench/training.js [--preset bench-small] [--backend webgpu|cpu] [--weights f16|f32] [--seq 32]
 //                               [--rank 16] [--adapters 8] [--repeats 2] [--out bench/results/training.json] [--profile 8]
+//                               [--threads N]   (the CPU backend's; default: one per core)
 //
 // --profile B (WebGPU with timestamp queries; 0: none): the per-kernel table of one step at batch B (kernel-profile.ts).
 
@@ -33,6 +34,7 @@ const args = benchArgs(import.meta.url, {
     rank: { type: 'string', default: '16' },
     adapters: { type: 'string', default: '8' },
     repeats: { type: 'string', default: '2' },
+    threads: { type: 'string' },
     out: { type: 'string', default: 'bench/results/training.json' },
     profile: { type: 'string', default: '8' },
   },
@@ -61,7 +63,7 @@ async function timeMs(repeats: number, run: () => Promise<unknown>): Promise<num
 async function main() {
   const config = presetConfig(args.preset!);
   const [seqLen, rank, adapterCount, repeats] = [Number(args.seq), Number(args.rank), Number(args.adapters), Number(args.repeats)];
-  const backend = await openBackend(args.backend as BackendChoice);
+  const backend = await openBackend(args.backend as BackendChoice, undefined, args.threads === undefined ? undefined : Number(args.threads));
   try {
     const model = LlamaModel.upload(backend, config, randomModel(config, 1), { storage: args.weights as WeightStorage, maxContext: seqLen });
     const bank = new LoraBank(backend, config, adapterCount, rank, LORA_MODULES);

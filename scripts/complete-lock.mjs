@@ -10,6 +10,7 @@
 //
 //   node scripts/complete-lock.mjs           add what is missing to package-lock.json
 //   node scripts/complete-lock.mjs --check   exit 1 and name what is missing (CI)
+//   ... bench/peers/package-lock.json        another lock: the peer benchmark's (node-llama-cpp, installed on demand)
 
 import { readFileSync, writeFileSync } from 'node:fs';
 
@@ -64,7 +65,9 @@ const PLATFORMS = {
   '@rollup/rollup-win32-x64-msvc': [['win32'], ['x64']],
 };
 
-const LOCK = new URL('../package-lock.json', import.meta.url);
+const lockArgument = process.argv.slice(2).find((arg) => !arg.startsWith('--'));
+const LOCK = lockArgument ?? new URL('../package-lock.json', import.meta.url);
+const LOCK_NAME = lockArgument ?? 'package-lock.json';
 const lock = JSON.parse(readFileSync(LOCK, 'utf8'));
 const packages = lock.packages;
 
@@ -99,12 +102,12 @@ if (unknown.length > 0) {
 }
 if (process.argv.includes('--check')) {
   if (missing.size > 0) {
-    console.error(`package-lock.json lacks ${missing.size} optional platform packages (${[...missing.keys()].slice(0, 3).join(', ')}, …): run node scripts/complete-lock.mjs and commit the lock`);
+    console.error(`${LOCK_NAME} lacks ${missing.size} optional platform packages (${[...missing.keys()].slice(0, 3).join(', ')}, …): run node scripts/complete-lock.mjs${lockArgument ? ` ${lockArgument}` : ''} and commit the lock`);
     process.exit(1);
   }
-  console.log('package-lock.json: every optional platform package is locked');
+  console.log(`${LOCK_NAME}: every optional platform package is locked`);
   process.exit(0);
 }
 lock.packages = Object.fromEntries(Object.entries({ ...packages, ...Object.fromEntries(missing) }).sort(([a], [b]) => a.localeCompare(b, 'en'))); // npm's order
 writeFileSync(LOCK, `${JSON.stringify(lock, null, 2)}\n`);
-console.log(`package-lock.json: added ${missing.size} optional platform packages`);
+console.log(`${LOCK_NAME}: added ${missing.size} optional platform packages`);

@@ -9,7 +9,7 @@
 #   unpack.sh       run first on the device: Node to /tmp/node, dist/ and node_modules/ into the checkout
 # Then, in a device call with carry [".device"]:
 #   bash .device/unpack.sh && export PATH=/tmp/node/bin:$PATH && node dist/bench/gpu-goals.js --parts decode ...
-# (README, "The GPU goals in one command").
+# (docs/testing.md, "The GPU goals in one command").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

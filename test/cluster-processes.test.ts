@@ -48,7 +48,7 @@ describe.skipIf(!natsInstalled)('a run on worker processes', () => {
     for (let v = 0; v < 2; v++) await startWorker(file, nats.server.url, cluster, ['--verifier', '--threads', '1']);
     const scenario = loadScenario(file);
     const events: string[] = [];
-    const remote = await clusterRunOptions(scenario, nats.server.url, cluster, (e) => events.push(e));
+    const remote = await clusterRunOptions(scenario, nats.server.url, cluster, { onEvent: (e) => events.push(e) });
     try {
       const { transport, verifierPool, engineCore } = remote;
       const result = await runScenario(scenario, { outDir: fresh(), transport, verifierPool, engineCore, ...options(workers) });

@@ -1,8 +1,9 @@
 // Runs whose verification is done by verifier workers over NATS (issue 20), on a local nats-server, the workers as
 // users start them (`populora worker SCENARIO --nats URL --verifier`, the built binary, a process each): the same
 // run hash and metrics.jsonl as the run in one process; a worker killed mid-chunk costs a re-sent chunk, never a
-// verdict; a worker started for another scenario is refused by name; a server restarted mid-run gives the run's
-// hash or a named ClusterError, never another hash. (1 and 2 verifier workers in one process: selfplay.test.ts.)
+// verdict; a worker started for another scenario is refused by name; a server restarted mid-run is ridden out,
+// with the run's hash (test/cluster-faults.test.ts has the server's other faults). (1 and 2 verifier workers in
+// one process: selfplay.test.ts.)
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,7 +16,6 @@ import { NatsVerifierPool, type VerifyRequest } from '../src/cluster/remote-veri
 import { scenarioHash } from '../src/cluster/scenario-hash.js';
 import { startVerifierWorker, type VerifierWorker } from '../src/cluster/verifier-worker.js';
 import type { VerifierPool, VerifyJob } from '../src/domains/domain.js';
-import { encodeEvent, readEventLog } from '../src/runtime/event-log.js';
 import { loadScenario, type Scenario } from '../src/scenario/scenario.js';
 import { runScenario, type RunOptions, type RunResult } from '../src/sim/run.js';
 import { cliBinary, killWorkerProcesses, localNatsServer, natsInstalled, startWorker } from './nats.js';
@@ -170,7 +170,7 @@ describe.skipIf(!natsInstalled)('verifier workers over NATS', () => {
     expect(worker.stderr.trim()).toBe('populora: give exactly one of --engine, --verifier: what this worker does');
   });
 
-  it('outlive a NATS server restarted mid-run with the run\'s hash, or stop with a named ClusterError', async () => {
+  it('outlive a NATS server restarted mid-run, with the run\'s hash', async () => {
     const file = scenarioFile('restart', { steps: 3, cluster: '{ deadlineSeconds: 1, verifierChunk: 2 }' });
     const scenario = loadScenario(file);
     const plain = await runScenario(scenario, { outDir: fresh() });
@@ -182,28 +182,14 @@ describe.skipIf(!natsInstalled)('verifier workers over NATS', () => {
       if (step === 0) restarted = nats.server.restart().then(() => void (serverBack = true)); // lands in step 1
       if (step === scenario.steps - 1) backBeforeLastStep = serverBack;
     };
-    let outcome: RunResult | ClusterError;
-    const outDir = fresh();
     try {
-      outcome = await clusterRun(scenario, nats.server.url, 'restart', { outDir, onStep });
-    } catch (error) {
-      if (!(error instanceof ClusterError)) throw error;
-      outcome = error;
+      const run = await clusterRun(scenario, nats.server.url, 'restart', { onStep });
+      expect(backBeforeLastStep).toBe(true); // the server was down and up again while the run went on
+      expect(run.hash).toBe(plain.hash);
     } finally {
       await restarted;
       await Promise.all(workers.map((w) => w.close()));
       await Promise.all(connections.map((nc) => nc.close()));
     }
-    expect(restarted).not.toBeNull();
-    console.log(`server restarted mid-run: ${outcome instanceof ClusterError ? `stopped: ${outcome.message}` : 'rode it out'}`);
-    if (!(outcome instanceof ClusterError)) {
-      expect(backBeforeLastStep).toBe(true); // the server was down and up again while the run went on
-      expect(outcome.hash).toBe(plain.hash);
-    }
-    // Either way every event written is the uninterrupted run's, in its place.
-    const written = readEventLog(join(outDir, 'events.msgpack')).events.map(encodeEvent);
-    const expected = readEventLog(join(plain.outDir, 'events.msgpack')).events.map(encodeEvent);
-    expect(written.length).toBeGreaterThan(0);
-    expect(written).toEqual(expected.slice(0, written.length));
   });
 });

@@ -5,7 +5,6 @@
 // tensor, adapter slots in runs, unused and past the bank; f16 weights through their row blocks) and inputs
 // whose sums cancel; the references against sums computed here; and a whole model, forward, decode at batch 1 and
 // gradients, equal on the SIMD and the plain backend.
-import seedrandom from 'seedrandom';
 import { describe, expect, it } from 'vitest';
 import { uploadPacked, type Tensor, type WeightStorage } from '../src/backend/backend.js';
 import { cpuArena } from '../src/backend/cpu-arena.js';
@@ -16,6 +15,7 @@ import * as lora from '../src/backend/cpu-lora.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { randomModel } from '../src/model/checkpoint.js';
 import { TINY_CONFIGS } from '../src/model/config.js';
+import { bits, H, hugeEnds, random, sameEndColumns, sameEndRows } from './cpu-inputs.js';
 import { LlamaModel } from '../src/model/llama.js';
 import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, randomAdapter } from '../src/model/peft.js';
@@ -25,44 +25,6 @@ import { LlamaTrainer } from '../src/train/llama-backward.js';
 const cpu = new CpuBackend();
 const read = (t: Tensor) => f32Of(t).slice();
 const plain = new CpuBackend({ simd: false });
-const bits = (t: Tensor | Float32Array) => {
-  const a = t instanceof Float32Array ? t : f32Of(t);
-  return Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
-};
-
-/** Seeded draws; `floats` spreads magnitudes over 2^±spread (weights get a small spread: f16 must hold them). */
-function random(name: string) {
-  const rng = seedrandom(name);
-  return {
-    floats: (n: number, spread = 16) => Float32Array.from({ length: n }, () => (2 * rng() - 1) * 2 ** Math.floor((2 * rng() - 1) * spread)),
-    int: (below: number) => Math.floor(rng() * below),
-    pick: <T>(options: readonly T[]) => options[Math.floor(rng() * options.length)]!,
-  };
-}
-
-/**
- * Cancellation that makes the order of a sum visible. f64 sums of f32 products hide their order below f32's
- * precision, so random inputs alone would not catch a kernel that adds in another order. Here a sum's first term is
- * +H·c and its last −H·c (H = 2^40, the same c at both ends): the big terms cancel exactly, and every term between
- * them was added at H's scale, so another order gives other f32 bits.
- */
-const H = 2 ** 40;
-/** Each row [.., cols] of `a` starts with +H and ends with −H. */
-function hugeEnds(a: Float32Array, cols: number): Float32Array {
-  for (let r = 0; r < a.length / cols; r++) [a[r * cols], a[r * cols + cols - 1]] = [H, -H];
-  return a;
-}
-/** Each row of `w` ends with its first value. */
-function sameEndColumns(w: Float32Array, cols: number): Float32Array {
-  for (let r = 0; r < w.length / cols; r++) w[r * cols + cols - 1] = w[r * cols]!;
-  return w;
-}
-/** In each group of `rows` rows of `w`, the last row is the first one again. */
-function sameEndRows(w: Float32Array, rows: number, cols: number): Float32Array {
-  for (let g = 0; g < w.length / (rows * cols); g++) w.copyWithin((g * rows + rows - 1) * cols, g * rows * cols, (g * rows + 1) * cols);
-  return w;
-}
-
 type Home = 'arena' | 'plain' | 'packed';
 
 /** A weight [rows, cols] in the arena (uploadWeight), in a plain array (upload), or as the first part of a packed pair. */
@@ -207,7 +169,7 @@ describe('the SIMD products equal their references bit for bit', () => {
       const cancel = trial % 2 === 0;
       const [layers, slots, maxLen, T] = [2, 3, cancel ? r.pick([3, 5, 17]) : r.pick([1, 5, 17]), r.pick([1, 2, 4, 7])];
       const cache = cpu.createKvCache({ layers, slots, maxLen, kvHeads, headDim });
-      expect(cpuArena().addressOf(f32Of(cache.k))).toBeDefined();
+      expect(cpuArena().memoryOf(f32Of(cache.k))).toBeDefined();
       const [ks, vs] = [f32Of(cache.k), f32Of(cache.v)];
       ks.set(r.floats(ks.length, cancel ? 0 : 6));
       vs.set(r.floats(vs.length));
@@ -347,11 +309,11 @@ describe('the arena', () => {
     const r = random('arena');
     const values = r.floats(6 * 10);
     const w = cpu.uploadWeight(values, [6, 10], 'f32');
-    expect(cpuArena().addressOf(f32Of(w))).toBeDefined(); // the weight lives in the arena
-    expect(cpuArena().addressOf(read(w))).toBeUndefined(); // a read is a copy
-    const before = cpuArena().memory!.buffer.byteLength;
+    expect(cpuArena().memoryOf(f32Of(w))).toBe(0); // the weight lives in the arena
+    expect(cpuArena().memoryOf(read(w))).toBeUndefined(); // a read is a copy
+    const before = cpuArena().memory(0).buffer.byteLength;
     const big = cpu.uploadWeight(new Float32Array(4 * 1024 * 1024), [1024, 4096], 'f32'); // 16 MiB: the memory grows
-    expect(cpuArena().memory!.buffer.byteLength).toBeGreaterThan(before);
+    expect(cpuArena().memory(0).buffer.byteLength).toBeGreaterThan(before);
     expect(Array.from(read(w))).toEqual(Array.from(values));
     const x = cpu.upload(r.floats(2 * 10), [2, 10]);
     expect(bits(dense.matmul(x, w))).toEqual(bits(dense.matmulReference(x, w)));

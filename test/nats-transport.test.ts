@@ -111,7 +111,7 @@ describe.skipIf(!natsInstalled)('NatsTransport', () => {
     const responder = serve(nc, 'big.reply', (request: { n: number }) => halves(request.n));
     const reply = await requestReply<Float32Array>(nc, 'big.reply', { n: limit }, policy, 'a large reply'); // 4 bytes a number: 4 parts
     expect(reply).toEqual(halves(limit));
-    responder.stop();
+    await responder.stop(1000);
   });
 
   for (const lost of ['reply', 'request'] as const) {

@@ -16,6 +16,8 @@ try:
     import numpy as np
 except ImportError:
     sys.exit("hf_to_gguf.py: numpy is missing (Debian: apt-get install -y python3-numpy)")
+from safetensors_file import read_safetensors as read_file
+
 try:
     import gguf
 except ImportError as error:
@@ -24,24 +26,10 @@ except ImportError as error:
 
 # llama.cpp runs Mistral as "llama"; Qwen2 differs only by its q/k/v biases and its rotary layout.
 ARCHITECTURES = {"llama": gguf.MODEL_ARCH.LLAMA, "mistral": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2}
-SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16}
 
 
 def read_safetensors(path):
-    """name -> numpy array, from the safetensors header (u64 length, JSON) and the raw little-endian data."""
-    with open(path, "rb") as f:
-        header_len = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(header_len))
-        data = f.read()
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = info["data_offsets"]
-        if info["dtype"] not in SAFETENSORS_DTYPES:
-            sys.exit(f"hf_to_gguf.py: {path}: tensor {name} has dtype {info['dtype']}; expected F32 or F16")
-        tensors[name] = np.frombuffer(data[start:end], dtype=SAFETENSORS_DTYPES[info["dtype"]]).reshape(info["shape"])
-    return tensors
+    return read_file(path, "hf_to_gguf.py")
 
 
 def gpt2_byte_symbol(byte):

@@ -7,6 +7,7 @@
 
 import { cpus } from 'node:os';
 import type { ControlledEvaluateInputItem, LlamaContext, LlamaContextSequence, LlamaLogLevel as LogLevel, Token } from 'node-llama-cpp';
+import { importNodeLlamaCpp } from './install.js';
 import type { PeerReply, PeerRequest, PeerSetup, LlamaCppInfo, TimedShape } from './protocol.js';
 
 const seconds = (start: number) => (performance.now() - start) / 1000;
@@ -18,14 +19,8 @@ interface Sequences {
   perAdapter: LlamaContextSequence[]; // llama.cpp applies a LoRA set to a whole context, so one context each
 }
 
-async function start(setup: PeerSetup): Promise<{ info: LlamaCppInfo; sequences: Sequences }> {
-  let nodeLlamaCpp: typeof import('node-llama-cpp');
-  try {
-    nodeLlamaCpp = await import('node-llama-cpp');
-  } catch (error) {
-    throw new Error(`node-llama-cpp is not installed (${(error as Error).message}); it is a dev dependency: run npm install`);
-  }
-  const { getLlama, LlamaLogLevel, NoBinaryFoundError } = nodeLlamaCpp;
+async function start(setup: PeerSetup): Promise<{ info: LlamaCppInfo; sequencesAt: (threads: number) => Promise<Sequences> }> {
+  const { getLlama, LlamaLogLevel, NoBinaryFoundError } = await importNodeLlamaCpp();
   const vulkan = setup.backend === 'vulkan';
   // llama.cpp resolves flash attention's "auto" per context and only says which way in its info log.
   let flashAttention = 'not reported';
@@ -34,7 +29,7 @@ async function start(setup: PeerSetup): Promise<{ info: LlamaCppInfo; sequences:
     if (resolved) flashAttention = resolved[1] === 'enabled' ? 'enabled' : 'disabled (not supported)';
     if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) process.stderr.write(`[llama.cpp ${setup.backend}] ${message}\n`);
   };
-  const llama = await getLlama({ gpu: vulkan ? 'vulkan' : false, build: 'never', maxThreads: 1, logLevel: LlamaLogLevel.info, logger }).catch((error: unknown) => {
+  const llama = await getLlama({ gpu: vulkan ? 'vulkan' : false, build: 'never', maxThreads: Math.max(...setup.threads), logLevel: LlamaLogLevel.info, logger }).catch((error: unknown) => {
     const binary = vulkan ? '@node-llama-cpp/linux-x64-vulkan (or your platform\'s -vulkan package)' : `@node-llama-cpp/${process.platform}-${process.arch}`;
     if (error instanceof NoBinaryFoundError) throw new Error(`node-llama-cpp has no working prebuilt llama.cpp binary for ${vulkan ? 'Vulkan' : 'the CPU'}: is its optional dependency ${binary} installed, and (Vulkan) a Vulkan loader (Debian: libvulkan1)? (${error.message})`);
     throw error;
@@ -46,29 +41,31 @@ async function start(setup: PeerSetup): Promise<{ info: LlamaCppInfo; sequences:
   }
   const model = await llama.loadModel({ modelPath: setup.modelPath, gpuLayers: vulkan ? 'max' : 0 });
   const totalLayers = model.fileInsights.totalLayers;
-  const context = (sequences: number, lora?: string): Promise<LlamaContext> =>
-    model.createContext({ sequences, contextSize: setup.contextSize, threads: 1, ...(lora && { lora: { adapters: [{ filePath: lora }] } }) });
-  const single = await context(1);
-  const batched = await context(setup.batch);
-  const perAdapter = await Promise.all(setup.adapterPaths.map((path) => context(1, path)));
+  // One set of contexts a thread count (made at its first use): a context's threads are fixed when it is made.
+  const sets = new Map<number, Promise<Sequences>>();
+  const sequencesAt = (threads: number): Promise<Sequences> => {
+    const context = (sequences: number, lora?: string): Promise<LlamaContext> =>
+      model.createContext({ sequences, contextSize: setup.contextSize, threads: { ideal: threads, min: threads }, ...(lora && { lora: { adapters: [{ filePath: lora }] } }) });
+    const made = async (): Promise<Sequences> => {
+      const [single, batched] = [await context(1), await context(setup.batch)];
+      const perAdapter = await Promise.all(setup.adapterPaths.map((path) => context(1, path)));
+      return { single: single.getSequence(), batched: Array.from({ length: setup.batch }, () => batched.getSequence()), perAdapter: perAdapter.map((c) => c.getSequence()) };
+    };
+    if (!sets.has(threads)) sets.set(threads, made());
+    return sets.get(threads)!;
+  };
+  await sequencesAt(setup.threads[0]!);
   const info: LlamaCppInfo = {
     backend: setup.backend,
     // A model with no layer offloaded runs on the CPU whatever the binary is called: name what really ran.
     device: model.gpuLayers > 0 ? gpuDevices.join(', ') : `${cpus()[0]?.model ?? 'cpu'} (ggml CPU backend)`,
     gpuLayers: model.gpuLayers,
     totalLayers,
-    threads: single.idealThreads,
+    threads: setup.threads,
     flashAttention,
     llamaCppRelease: llama.llamaCppRelease.release,
   };
-  return {
-    info,
-    sequences: {
-      single: single.getSequence(),
-      batched: Array.from({ length: setup.batch }, () => batched.getSequence()),
-      perAdapter: perAdapter.map((c) => c.getSequence()),
-    },
-  };
+  return { info, sequencesAt };
 }
 
 /** Tokens to evaluate, asking for the token after the last one (only then does llama.cpp compute logits, for it alone). */
@@ -130,19 +127,17 @@ async function time(sequences: Sequences, shape: TimedShape) {
   return { prefillTokPerS: (batch * promptLen) / prefillS, decodeTokPerS: (batch * decodeSteps) / decodeS };
 }
 
-let sequences: Sequences | undefined;
+let started: { info: LlamaCppInfo; sequencesAt: (threads: number) => Promise<Sequences> } | undefined;
 
 async function handle(request: PeerRequest): Promise<PeerReply> {
   switch (request.type) {
-    case 'start': {
-      const started = await start(request.setup);
-      sequences = started.sequences;
+    case 'start':
+      started = await start(request.setup);
       return { type: 'started', info: started.info };
-    }
     case 'greedy':
-      return { type: 'greedy', ...(await greedy(sequences!, request.prompt, request.steps, request.adapter, request.vocabSize)) };
+      return { type: 'greedy', ...(await greedy(await started!.sequencesAt(started!.info.threads[0]!), request.prompt, request.steps, request.adapter, request.vocabSize)) };
     case 'time':
-      return { type: 'time', ...(await time(sequences!, request.shape)) };
+      return { type: 'time', ...(await time(await started!.sequencesAt(request.threads ?? started!.info.threads[0]!), request.shape)) };
   }
 }
 

@@ -8,6 +8,7 @@ export interface PeerSetup {
   adapterPaths: string[]; // one LoRA .gguf per adapter slot
   batch: number; // most sequences decoded together
   contextSize: number; // tokens per sequence
+  threads: number[]; // thread counts to time at: a context each (llama.cpp's ideal and minimum: each evaluation uses them all)
 }
 
 /** What llama.cpp really ran on: a "vulkan" build with 0 layers offloaded is the CPU. */
@@ -16,7 +17,7 @@ export interface LlamaCppInfo {
   device: string;
   gpuLayers: number; // layers offloaded to the GPU device (model.gpuLayers)
   totalLayers: number; // blocks + the output layer
-  threads: number;
+  threads: number[]; // as set up
   flashAttention: string; // as llama.cpp resolved its default, "auto"
   llamaCppRelease: string;
 }
@@ -34,7 +35,7 @@ export interface TimedShape {
 export type PeerRequest =
   | { type: 'start'; setup: PeerSetup }
   | { type: 'greedy'; prompt: number[]; steps: number; adapter: number; vocabSize: number }
-  | { type: 'time'; shape: TimedShape };
+  | { type: 'time'; shape: TimedShape; threads?: number }; // default: the first of setup.threads
 
 export type PeerReply =
   | { type: 'started'; info: LlamaCppInfo }

@@ -6,6 +6,8 @@
 ;;   matmulBackward:  v[t, k] = (Σ_n g[t, n]·w[n, k])·scale               dy·W (its input gradient), outer products
 ;;   matmulBlocks:    matmul's v, w in row blocks (below)                 f16 weights (read-only)
 ;;   out = f32(v), or f32(out + v) when accumulating (the LoRA delta onto y, the LoRA gradient onto dx)
+;; Each export computes a range of the outputs (rows n of matmul, columns k of matmulBackward): the CPU backend's
+;; threads (src/backend/cpu-threads.ts) give each instance its own range, every output summed as on one thread.
 ;; Memory: imported and shared (src/backend/cpu-arena.ts), so the weights live in it and are read in place. Byte
 ;; addresses come from the caller: x and g in f64, w in f32 rows of K, bias in f32 padded with zeros to nPad = N
 ;; rounded up to 8; out in f32 rows of nPad (matmul) or kPad = K rounded up to 8 (matmulBackward). The padding is
@@ -313,9 +315,10 @@
     (i32.add (local.get $w) (i32.mul (local.get $rowBytes)
       (select (local.get $n) (i32.sub (local.get $N) (i32.const 1)) (i32.lt_u (local.get $n) (local.get $N))))))
 
-  ;; out[t, n] = f32((Σ_k x[t, k]·w[n, k] + bias[n])·scale), or f32(out[t, n] + (Σ + bias[n])·scale) when accumulating
+  ;; out[t, n] = f32((Σ_k x[t, k]·w[n, k] + bias[n])·scale), or f32(out[t, n] + (Σ + bias[n])·scale) when accumulating,
+  ;; for the rows n in [nFirst, nEnd) (nFirst a multiple of 8; nEnd a multiple of 8, or N)
   (func (export "matmul") (param $x i32) (param $T i32) (param $K i32) (param $w i32) (param $N i32) (param $bias i32) (param $out i32)
-                          (param $accumulate i32) (param $scale f64)
+                          (param $accumulate i32) (param $scale f64) (param $nFirst i32) (param $nEnd i32)
     (local $scales v128) (local $rowBytes i32) (local $xBytes i32) (local $nPad i32) (local $tb i32) (local $tEnd i32) (local $n i32) (local $t i32)
     (local $r0 i32) (local $r1 i32) (local $r2 i32) (local $r3 i32) (local $r4 i32) (local $r5 i32) (local $r6 i32) (local $r7 i32)
     (local $b01 v128) (local $b23 v128) (local $b45 v128) (local $b67 v128)
@@ -328,9 +331,9 @@
       (br_if $blocksDone (i32.ge_u (local.get $tb) (local.get $T)))
       (local.set $tEnd (select (i32.add (local.get $tb) (i32.const 32)) (local.get $T)
                                (i32.lt_u (i32.add (local.get $tb) (i32.const 32)) (local.get $T))))
-      (local.set $n (i32.const 0))
+      (local.set $n (local.get $nFirst))
       (block $rowsDone (loop $rows
-        (br_if $rowsDone (i32.ge_u (local.get $n) (local.get $N)))
+        (br_if $rowsDone (i32.ge_u (local.get $n) (local.get $nEnd)))
         ;; (the call per row only for the last, partial group: calls cost as much as a lone token's short rows)
         (if (i32.le_u (i32.add (local.get $n) (i32.const 8)) (local.get $N))
         (then
@@ -484,17 +487,19 @@
       (f64x2.mul (f64x2.add (local.get $v2) (f64x2.promote_low_f32x4 (v128.load64_zero offset=16 (local.get $b)))) (local.get $scales))
       (f64x2.mul (f64x2.add (local.get $v3) (f64x2.promote_low_f32x4 (v128.load64_zero offset=24 (local.get $b)))) (local.get $scales)) (local.get $accumulate)))
 
-  ;; out[t, n] = f32((Σ_k x[t, k]·w[n, k] + bias[n])·scale), or f32(out[t, n] + ...) when accumulating; w in row blocks
+  ;; out[t, n] = f32((Σ_k x[t, k]·w[n, k] + bias[n])·scale), or f32(out[t, n] + ...) when accumulating; w in row blocks;
+  ;; for the rows n in [nFirst, nEnd) (nFirst a multiple of 16; nEnd a multiple of 16, or N)
   (func (export "matmulBlocks") (param $x i32) (param $T i32) (param $K i32) (param $w i32) (param $N i32) (param $bias i32) (param $out i32)
-                                (param $accumulate i32) (param $scale f64)
+                                (param $accumulate i32) (param $scale f64) (param $nFirst i32) (param $nEnd i32)
     (local $scales v128) (local $nPad i32) (local $xBytes i32) (local $n i32) (local $wp i32) (local $t i32)
     (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $v4 v128) (local $v5 v128) (local $v6 v128) (local $v7 v128)
     (local.set $scales (f64x2.splat (local.get $scale)))
     (local.set $nPad (i32.and (i32.add (local.get $N) (i32.const 15)) (i32.const -16)))
     (local.set $xBytes (i32.shl (local.get $K) (i32.const 3)))
-    (local.set $wp (local.get $w))
+    (local.set $n (local.get $nFirst))
+    (local.set $wp (i32.add (local.get $w) (i32.mul (i32.shr_u (local.get $nFirst) (i32.const 4)) (i32.shl (local.get $K) (i32.const 6)))))
     (block $blocksDone (loop $blocks
-      (br_if $blocksDone (i32.ge_u (local.get $n) (local.get $N)))
+      (br_if $blocksDone (i32.ge_u (local.get $n) (local.get $nEnd)))
       (local.set $t (i32.const 0))
       (block $pairsDone (loop $pairs
         (br_if $pairsDone (i32.gt_u (i32.add (local.get $t) (i32.const 2)) (local.get $T)))
@@ -575,9 +580,10 @@
       (br $ns)))
     (local.get $g0) (local.get $g1) (local.get $g2) (local.get $g3) (local.get $h0) (local.get $h1) (local.get $h2) (local.get $h3))
 
-  ;; out[t, k] = f32((Σ_n g[t, n]·w[n, k])·scale), or f32(out[t, k] + Σ·scale) when accumulating
+  ;; out[t, k] = f32((Σ_n g[t, n]·w[n, k])·scale), or f32(out[t, k] + Σ·scale) when accumulating, for the columns k
+  ;; in [kFirst, kEnd) (kFirst a multiple of 8; kEnd a multiple of 8, or K)
   (func (export "matmulBackward") (param $g i32) (param $T i32) (param $N i32) (param $w i32) (param $K i32) (param $out i32)
-                                  (param $accumulate i32) (param $scale f64)
+                                  (param $accumulate i32) (param $scale f64) (param $kFirst i32) (param $kEnd i32)
     (local $scales v128) (local $kPad i32) (local $rowBytes i32) (local $gBytes i32) (local $tb i32) (local $tEnd i32)
     (local $k i32) (local $t i32) (local $wp i32) (local $at i32)
     (local $g0 v128) (local $g1 v128) (local $g2 v128) (local $g3 v128) (local $h0 v128) (local $h1 v128) (local $h2 v128) (local $h3 v128)
@@ -589,9 +595,9 @@
       (br_if $blocksDone (i32.ge_u (local.get $tb) (local.get $T)))
       (local.set $tEnd (select (i32.add (local.get $tb) (i32.const 32)) (local.get $T)
                                (i32.lt_u (i32.add (local.get $tb) (i32.const 32)) (local.get $T))))
-      (local.set $k (i32.const 0))
+      (local.set $k (local.get $kFirst))
       (block $columnsDone (loop $columns
-        (br_if $columnsDone (i32.ge_u (local.get $k) (local.get $K)))
+        (br_if $columnsDone (i32.ge_u (local.get $k) (local.get $kEnd)))
         (local.set $wp (i32.add (local.get $w) (i32.shl (local.get $k) (i32.const 2))))
         (local.set $t (local.get $tb))
         (block $pairsDone (loop $pairs

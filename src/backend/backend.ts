@@ -114,6 +114,11 @@ export interface Backend {
   readonly viewAlignment: number;
   /** The most bytes one tensor may hold: a storage binding's limit on WebGPU, unbounded on the CPU. */
   readonly maxBindingBytes: number;
+  /**
+   * A backend that keeps weights in host memory (the CPU backend): the most bytes one weight matrix may take (one
+   * WebAssembly memory's 4 GiB) and all of them together (the machine's memory), checked before a model is loaded.
+   */
+  readonly hostMemory?: { maxMatrixBytes: number; totalBytes: number };
   /** Kernel dispatches recorded since the backend was opened (0 on the CPU): a benchmark's count per step. */
   dispatches(): number;
   /**

@@ -8,7 +8,7 @@ import { assert, type KvCache, type Tensor } from './backend.js';
 import { cpuArena } from './cpu-arena.js';
 import { roundUp, stage, unpadRows } from './cpu-dense.js';
 import { f32Of, i32Of, tensor } from './cpu-tensor.js';
-import { loadCpuKernel } from './kernel-files.js';
+import { ONE_THREAD, type CpuThreads, type KernelCall } from './cpu-threads.js';
 
 export function attentionReference(q: Tensor, cache: KvCache, layer: number, slots: Tensor, positions: Tensor, heads: number): Tensor {
   const { headDim, kvHeads, maxLen } = cache;
@@ -43,31 +43,34 @@ export function attentionReference(q: Tensor, cache: KvCache, layer: number, slo
   return tensor(out, [T, heads * headDim], 'f32');
 }
 
-interface AttentionKernel {
-  attention(q: number, heads: number, group: number, hd: number, k: number, v: number, N: number, rowBytes: number, scores: number, out: number, hdPad: number, scale: number): void;
-}
-
-let kernel: AttentionKernel | undefined; // one per thread, on the thread's arena (loaded after stage() found it)
-const attentionKernel = () => (kernel ??= loadCpuKernel<AttentionKernel>('attention', { memory: cpuArena().memory!, exp: Math.exp }));
-
-export function attention(q: Tensor, cache: KvCache, layer: number, slots: Tensor, positions: Tensor, heads: number): Tensor {
+/** Threads each own whole tokens, each with its own scores in the scratch. */
+export function attention(q: Tensor, cache: KvCache, layer: number, slots: Tensor, positions: Tensor, heads: number, threads: CpuThreads = ONE_THREAD): Tensor {
   const { headDim: hd, kvHeads, maxLen } = cache;
   const [qs, s, p] = [f32Of(q), i32Of(slots), i32Of(positions)];
   const arena = cpuArena();
-  const [kAt, vAt] = [arena.addressOf(f32Of(cache.k)), arena.addressOf(f32Of(cache.v))];
+  const home = arena.memoryOf(f32Of(cache.k)) ?? -1; // createKvCache puts k and v in one memory
+  const [kAt, vAt] = [arena.addressOf(f32Of(cache.k), home), arena.addressOf(f32Of(cache.v), home)];
   if (kAt === undefined || vAt === undefined || heads % kvHeads !== 0) return attentionReference(q, cache, layer, slots, positions, heads);
   const T = s.length;
   const hdPad = roundUp(hd, 8);
   const longest = Math.max(0, ...p) + 1;
-  const staged = stage([qs.length * 8, (longest + 1) * 8, T * heads * hdPad * 4]);
+  const scoresBytes = (longest + 1) * 8;
+  const staged = stage([qs.length * 8, threads.count * scoresBytes, T * heads * hdPad * 4], home);
   if (!staged) return attentionReference(q, cache, layer, slots, positions, heads);
   staged.putF64(0, qs);
   const [qAt, scoresAt, outAt] = staged.at as [number, number, number];
   const rowBytes = kvHeads * hd * 4;
-  for (let t = 0; t < T; t++) {
-    assert(s[t]! >= 0 && s[t]! < cache.slots && p[t]! >= 0 && p[t]! < maxLen, `attention: slot ${s[t]} at position ${p[t]} is outside the KV cache (${cache.slots} slots of ${maxLen})`);
-    const slotRow = (layer * cache.slots + s[t]!) * maxLen * rowBytes;
-    attentionKernel().attention(qAt + t * heads * hd * 8, heads, heads / kvHeads, hd, kAt + slotRow, vAt + slotRow, p[t]! + 1, rowBytes, scoresAt, outAt + t * heads * hdPad * 4, hdPad, 1 / Math.sqrt(hd));
-  }
+  for (let t = 0; t < T; t++) assert(s[t]! >= 0 && s[t]! < cache.slots && p[t]! >= 0 && p[t]! < maxLen, `attention: slot ${s[t]} at position ${p[t]} is outside the KV cache (${cache.slots} slots of ${maxLen})`);
+  let work = 0;
+  for (let t = 0; t < T; t++) work += 2 * heads * hd * (p[t]! + 1);
+  let share = 0;
+  threads.runRanges(T, 1, work, (first, end) => {
+    const scores = scoresAt + share++ * scoresBytes;
+    return Array.from({ length: end - first }, (_, i): KernelCall => {
+      const t = first + i;
+      const slotRow = (layer * cache.slots + s[t]!) * maxLen * rowBytes;
+      return { fn: 'attention', memory: home, args: [qAt + t * heads * hd * 8, heads, heads / kvHeads, hd, kAt + slotRow, vAt + slotRow, p[t]! + 1, rowBytes, scores, outAt + t * heads * hdPad * 4, hdPad, 1 / Math.sqrt(hd)] };
+    });
+  });
   return tensor(unpadRows(staged.f32(2, T * heads * hdPad), T * heads, hd, hdPad), [T, heads * hd], 'f32');
 }

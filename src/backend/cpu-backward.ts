@@ -5,6 +5,9 @@
 
 import { assert, numel, type AdamWHyper, type Tensor } from './backend.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
+import { rowsOnThreads } from './cpu-dense.js';
+import { logitsBackwardRows, logProbsRows, swigluBackwardRange, swigluRange } from './cpu-rows.js';
+import { ONE_THREAD, type CpuThreads } from './cpu-threads.js';
 
 /** Softmax of one row in f64, with its log-normaliser.   row: [V] */
 function softmax(row: Float32Array): { p: Float64Array; logZ: number } {
@@ -23,7 +26,7 @@ function entropyOf(p: Float64Array): number {
   return h;
 }
 
-export function logProbs(logits: Tensor, targets: Tensor): Tensor {
+export function logProbsReference(logits: Tensor, targets: Tensor): Tensor {
   const [T, V] = [rowsOf(logits), colsOf(logits)];
   const [zs, ys] = [f32Of(logits), i32Of(targets)];
   assert(ys.length === T, `logProbs: ${ys.length} targets for ${T} logit rows`);
@@ -54,38 +57,57 @@ export function logitsBackwardReference(logits: Tensor, targets: Tensor, logpWei
 }
 
 let rowScratch = new Float64Array(0);
+/** The work of a softmax row's value (two exps' and a log's worth of multiply-adds), and of a SwiGLU element. */
+const SOFTMAX_WORK = 32;
+const SWIGLU_WORK = 16;
 
 /**
- * logitsBackwardReference's fast path, equal bit for bit: the same softmax and sums, each log p taken once (the
+ * The references' fast paths, equal bit for bit (cpu-rows.ts holds the shared loops): each log p taken once (the
  * reference takes it twice, for the entropy and for the gradient: with the exp, most of its time at bench-small's
- * vocabulary of 4096), into scratch reused across rows and calls.
+ * vocabulary of 4096), into scratch reused across rows and calls; on threads, each its own rows.
  */
-export function logitsBackward(logits: Tensor, targets: Tensor, logpWeight: Tensor, entropyWeight: Tensor): Tensor {
+export function logitsBackward(logits: Tensor, targets: Tensor, logpWeight: Tensor, entropyWeight: Tensor, threads: CpuThreads = ONE_THREAD): Tensor {
   const [T, V] = [rowsOf(logits), colsOf(logits)];
   const [zs, ys, cw, ew] = [f32Of(logits), i32Of(targets), f32Of(logpWeight), f32Of(entropyWeight)];
-  if (rowScratch.length < 2 * V) rowScratch = new Float64Array(2 * V);
-  const [p, logp] = [rowScratch.subarray(0, V), rowScratch.subarray(V, 2 * V)]; // [V] each
+  const threaded = rowsOnThreads(threads, T, T * V * SOFTMAX_WORK, [zs, ys, cw, ew], [V], 2 * V * 8, (at, count, memory) => ({ fn: 'logitsBackward', memory, args: [at[0]!, at[1]!, at[2]!, at[3]!, at[4]!, count, V, at[5]!] }));
+  if (threaded) return tensor(threaded[0]!, [T, V], 'f32');
   const out = new Float32Array(T * V);
-  for (let t = 0; t < T; t++) {
-    const row = t * V;
-    let max = -Infinity;
-    for (let v = 0; v < V; v++) max = Math.max(max, zs[row + v]!);
-    let total = 0;
-    for (let v = 0; v < V; v++) total += p[v] = Math.exp(zs[row + v]! - max);
-    for (let v = 0; v < V; v++) p[v] = p[v]! / total;
-    let h = 0;
-    for (let v = 0; v < V; v++) {
-      const pv = p[v]!;
-      logp[v] = pv > 0 ? Math.log(pv) : 0;
-      if (pv > 0) h -= pv * logp[v]!;
-    }
-    const [target, logpScale, entropyScale] = [ys[t]!, cw[t]!, ew[t]!];
-    for (let v = 0; v < V; v++) {
-      const pv = p[v]!;
-      out[row + v] = -logpScale * ((v === target ? 1 : 0) - pv) + entropyScale * pv * (logp[v]! + h);
-    }
-  }
+  logitsBackwardRows(zs, ys, cw, ew, out, T, V, scratchOf(V));
   return tensor(out, [T, V], 'f32');
+}
+
+export function logProbs(logits: Tensor, targets: Tensor, threads: CpuThreads = ONE_THREAD): Tensor {
+  const [T, V] = [rowsOf(logits), colsOf(logits)];
+  const [zs, ys] = [f32Of(logits), i32Of(targets)];
+  assert(ys.length === T, `logProbs: ${ys.length} targets for ${T} logit rows`);
+  const threaded = rowsOnThreads(threads, T, T * V * SOFTMAX_WORK, [zs, ys], [2], 2 * V * 8, (at, count, memory) => ({ fn: 'logProbs', memory, args: [at[0]!, at[1]!, at[2]!, count, V, at[3]!] }));
+  if (threaded) return tensor(threaded[0]!, [T, 2], 'f32');
+  const out = new Float32Array(T * 2);
+  logProbsRows(zs, ys, out, T, V, scratchOf(V));
+  return tensor(out, [T, 2], 'f32');
+}
+
+export function swigluBackward(dy: Tensor, gate: Tensor, up: Tensor, threads: CpuThreads = ONE_THREAD): [Tensor, Tensor] {
+  const [dys, gs, us] = [f32Of(dy), f32Of(gate), f32Of(up)];
+  const n = gs.length;
+  const threaded = rowsOnThreads(threads, n, n * SWIGLU_WORK, [dys, gs, us], [1, 1], 0, (at, count, memory) => ({ fn: 'swigluBackward', memory, args: [at[0]!, at[1]!, at[2]!, at[3]!, at[4]!, count] }));
+  const [dGate, dUp] = threaded ?? [new Float32Array(n), new Float32Array(n)];
+  if (!threaded) swigluBackwardRange(dys, gs, us, dGate!, dUp!, n);
+  return [tensor(dGate!, gate.shape, 'f32'), tensor(dUp!, up.shape, 'f32')];
+}
+
+export function swiglu(gate: Tensor, up: Tensor, threads: CpuThreads = ONE_THREAD): Tensor {
+  const [gs, us] = [f32Of(gate), f32Of(up)];
+  const n = gs.length;
+  const threaded = rowsOnThreads(threads, n, n * SWIGLU_WORK, [gs, us], [1], 0, (at, count, memory) => ({ fn: 'swiglu', memory, args: [at[0]!, at[1]!, at[2]!, count] }));
+  const out = threaded?.[0] ?? new Float32Array(n);
+  if (!threaded) swigluRange(gs, us, out, n);
+  return tensor(out, gate.shape, 'f32');
+}
+
+function scratchOf(V: number): Float64Array {
+  if (rowScratch.length < 2 * V) rowScratch = new Float64Array(2 * V);
+  return rowScratch;
 }
 
 function inverseRms(xs: Float32Array, t: number, D: number, eps: number): number {
@@ -117,18 +139,6 @@ export function rmsNormWeightGrad(dy: Tensor, x: Tensor, eps: number): Tensor {
     for (let d = 0; d < D; d++) acc[d] = acc[d]! + g[t * D + d]! * xs[t * D + d]! * r;
   }
   return tensor(Float32Array.from(acc), [D], 'f32');
-}
-
-export function swigluBackward(dy: Tensor, gate: Tensor, up: Tensor): [Tensor, Tensor] {
-  // silu(g) = g·σ(g), silu'(g) = σ(g)·(1 + g·(1 - σ(g)))
-  const [dys, gs, us] = [f32Of(dy), f32Of(gate), f32Of(up)];
-  const [dGate, dUp] = [new Float32Array(gs.length), new Float32Array(gs.length)];
-  for (let i = 0; i < gs.length; i++) {
-    const sigma = 1 / (1 + Math.exp(-gs[i]!));
-    dUp[i] = dys[i]! * gs[i]! * sigma;
-    dGate[i] = dys[i]! * us[i]! * sigma * (1 + gs[i]! * (1 - sigma));
-  }
-  return [tensor(dGate, gate.shape, 'f32'), tensor(dUp, up.shape, 'f32')];
 }
 
 export interface PackedAttention {

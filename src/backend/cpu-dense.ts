@@ -12,7 +12,7 @@
 import { assert, type Tensor } from './backend.js';
 import { cpuArena } from './cpu-arena.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
-import { loadCpuKernel } from './kernel-files.js';
+import { ONE_THREAD, type CpuThreads, type KernelCall } from './cpu-threads.js';
 
 /** x [T, K] against w [N, K] (matmul), or dy [T, N] against w [N, K] (matmulBackward). */
 function shapes(what: 'matmul' | 'matmulBackward', a: Tensor, w: Tensor): { T: number; N: number; K: number } {
@@ -76,19 +76,11 @@ export function outerProductSumReference(u: Tensor, v: Tensor, order: Tensor, of
   return tensor(out, [S * I, J], 'f32');
 }
 
-interface DenseKernel {
-  matmul(x: number, T: number, K: number, w: number, N: number, bias: number, out: number, accumulate: number, scale: number): void;
-  matmulBackward(g: number, T: number, N: number, w: number, K: number, out: number, accumulate: number, scale: number): void;
-  matmulBlocks(x: number, T: number, K: number, w: number, N: number, bias: number, out: number, accumulate: number, scale: number): void;
-}
-
-let kernel: DenseKernel | undefined; // one per thread, on the thread's arena
-export const denseKernel = () => (kernel ??= loadCpuKernel<DenseKernel>('dense', { memory: cpuArena().memory! })); // after stage() found it
-
 export const roundUp = (n: number, multiple: number) => Math.ceil(n / multiple) * multiple;
 
-/** Scratch regions in the arena for one call of the kernel (addresses `at`), valid until the next call. */
+/** Scratch regions in one memory of the arena for one op's kernel calls (addresses `at`), valid until its next op. */
 export interface Staged {
+  memory: number; // which memory of the arena: the kernels run on it
   at: number[];
   /** Region i as `length` f32 values. */
   f32(i: number, length: number): Float32Array;
@@ -99,22 +91,55 @@ export interface Staged {
   weight(i: number, w: Float32Array): number;
 }
 
-export const weightBytes = (w: Float32Array) => (cpuArena().addressOf(w) === undefined ? w.length * 4 : 0);
-
-/** Undefined when the arena cannot hold the regions: the caller runs its reference instead. */
-export function stage(bytes: readonly number[]): Staged | undefined {
+/**
+ * The memory of the arena an op runs in: that of the first of `arrays` the arena holds (the weight it reads: its
+ * activations are copied there), else the newest (-1: the arena has none).
+ */
+export function homeOf(...arrays: Float32Array[]): number {
   const arena = cpuArena();
-  const at = arena.scratch(bytes);
-  if (!at || !arena.memory) return undefined;
-  const buffer = arena.memory.buffer;
+  for (const a of arrays) {
+    const memory = arena.memoryOf(a);
+    if (memory !== undefined) return memory;
+  }
+  return arena.count - 1;
+}
+
+/** The scratch a weight takes in memory `memory`: none where it lives there, else a copy. */
+export const weightBytes = (w: Float32Array, memory: number) => (cpuArena().addressOf(w, memory) === undefined ? w.length * 4 : 0);
+
+/** Undefined when that memory cannot hold the regions: the caller runs its reference instead. */
+export function stage(bytes: readonly number[], memory: number): Staged | undefined {
+  const arena = cpuArena();
+  const at = memory >= 0 ? arena.scratch(bytes, memory) : undefined;
+  if (!at) return undefined;
+  const buffer = arena.memory(memory).buffer;
   const f32 = (i: number, length: number) => new Float32Array(buffer, at[i], length);
   return {
+    memory,
     at,
     f32,
     f64: (i, length) => new Float64Array(buffer, at[i], length),
     putF64: (i, values) => new Float64Array(buffer, at[i], values.length).set(values),
-    weight: (i, w) => arena.addressOf(w) ?? (f32(i, w.length).set(w), at[i]!),
+    weight: (i, w) => arena.addressOf(w, memory) ?? (f32(i, w.length).set(w), at[i]!),
   };
+}
+
+/**
+ * A row loop of cpu-rows.ts over `rows` rows on threads: `inputs` (whole rows each) copied into the arena, each
+ * share's call made by `call` from its rows' addresses (its first row's: inputs, then outputs of `outputWidths` f32
+ * a row, then its own scratch of `scratchBytes`), the outputs copied out. Undefined where one thread does the work
+ * (too little for more) or the arena cannot hold it: the caller runs the loop over its own arrays.
+ */
+export function rowsOnThreads(threads: CpuThreads, rows: number, work: number, inputs: readonly (Float32Array | Int32Array)[], outputWidths: readonly number[], scratchBytes: number, call: (at: number[], count: number, memory: number) => KernelCall): Float32Array[] | undefined {
+  if (threads.sharesFor(work) < 2) return undefined;
+  const s = stage([...inputs.map((a) => a.byteLength), ...outputWidths.map((w) => rows * w * 4), threads.count * scratchBytes], homeOf());
+  if (!s) return undefined;
+  const buffer = cpuArena().memory(s.memory).buffer;
+  inputs.forEach((a, i) => new Uint8Array(buffer, s.at[i], a.byteLength).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength)));
+  const widths = [...inputs.map((a) => a.byteLength / rows), ...outputWidths.map((w) => w * 4)]; // bytes a row
+  let share = 0;
+  threads.runRanges(rows, 1, work, (first, end) => [call([...widths.map((w, i) => s.at[i]! + first * w), s.at[widths.length]! + share++ * scratchBytes], end - first, s.memory)]);
+  return outputWidths.map((w, o) => s.f32(inputs.length + o, rows * w).slice());
 }
 
 /** Rows [T, width] into rows [T, padded] (the padding left as it is). */
@@ -176,69 +201,80 @@ export function rowBlocks(w: Tensor): Float32Array | undefined {
 }
 
 /** x [T, K] against an f16 weight through its row blocks; undefined past MAX_BLOCK_X_BYTES or without the blocks. */
-function matmulBlocks(xs: Float32Array, w: Tensor, T: number, N: number, K: number, bias?: Tensor): Tensor | undefined {
+function matmulBlocks(xs: Float32Array, w: Tensor, T: number, N: number, K: number, bias: Tensor | undefined, threads: CpuThreads): Tensor | undefined {
   if (T * K * 8 > MAX_BLOCK_X_BYTES) return undefined;
   const blocks = rowBlocks(w);
   const nPad = roundUp(N, BLOCK_ROWS);
-  const s = blocks && stage([T * K * 8, nPad * 4, T * nPad * 4]);
+  const s = blocks && stage([T * K * 8, nPad * 4, T * nPad * 4], homeOf(blocks));
   if (!blocks || !s) return undefined;
   s.putF64(0, xs);
   const b = s.f32(1, nPad).fill(0);
   if (bias) b.set(f32Of(bias).subarray(0, N));
-  denseKernel().matmulBlocks(s.at[0]!, T, K, cpuArena().addressOf(blocks)!, N, s.at[1]!, s.at[2]!, 0, 1);
+  const wAt = cpuArena().addressOf(blocks, s.memory)!;
+  threads.runRanges(N, BLOCK_ROWS, T * N * K, (first, end) => [{ fn: 'matmulBlocks', memory: s.memory, args: [s.at[0]!, T, K, wAt, N, s.at[1]!, s.at[2]!, 0, 1, first, end] }]);
   return tensor(unpadRows(s.f32(2, T * nPad), T, N, nPad), [T, N], 'f32');
 }
 
-export function matmul(x: Tensor, w: Tensor, bias?: Tensor): Tensor {
+/** Threads each own whole rows n of w (8 at a time, the kernel's tile). */
+export function matmul(x: Tensor, w: Tensor, bias?: Tensor, threads: CpuThreads = ONE_THREAD): Tensor {
   const { T, N, K } = shapes('matmul', x, w);
   const [xs, ws] = [f32Of(x), f32Of(w)];
-  const blocked = matmulBlocks(xs, w, T, N, K, bias);
+  const blocked = matmulBlocks(xs, w, T, N, K, bias, threads);
   if (blocked) return blocked;
   const nPad = roundUp(N, 8);
-  const s = stage([T * K * 8, weightBytes(ws), nPad * 4, T * nPad * 4]);
+  const home = homeOf(ws);
+  const s = stage([T * K * 8, weightBytes(ws, home), nPad * 4, T * nPad * 4], home);
   if (!s) return matmulReference(x, w, bias);
   s.putF64(0, xs);
   const b = s.f32(2, nPad).fill(0);
   if (bias) b.set(f32Of(bias).subarray(0, N));
-  denseKernel().matmul(s.at[0]!, T, K, s.weight(1, ws), N, s.at[2]!, s.at[3]!, 0, 1);
+  const wAt = s.weight(1, ws);
+  threads.runRanges(N, 8, T * N * K, (first, end) => [{ fn: 'matmul', memory: s.memory, args: [s.at[0]!, T, K, wAt, N, s.at[2]!, s.at[3]!, 0, 1, first, end] }]);
   return tensor(unpadRows(s.f32(3, T * nPad), T, N, nPad), [T, N], 'f32');
 }
 
-export function matmulBackward(dy: Tensor, w: Tensor): Tensor {
+/** Threads each own whole columns k of w (8 at a time). */
+export function matmulBackward(dy: Tensor, w: Tensor, threads: CpuThreads = ONE_THREAD): Tensor {
   const { T, N, K } = shapes('matmulBackward', dy, w);
   const [g, ws] = [f32Of(dy), f32Of(w)];
   const kPad = roundUp(K, 8);
-  const s = stage([T * N * 8, weightBytes(ws), T * kPad * 4]);
+  const home = homeOf(ws);
+  const s = stage([T * N * 8, weightBytes(ws, home), T * kPad * 4], home);
   if (!s) return matmulBackwardReference(dy, w);
   s.putF64(0, g);
-  denseKernel().matmulBackward(s.at[0]!, T, N, s.weight(1, ws), K, s.at[2]!, 0, 1);
+  const wAt = s.weight(1, ws);
+  threads.runRanges(K, 8, T * N * K, (first, end) => [{ fn: 'matmulBackward', memory: s.memory, args: [s.at[0]!, T, N, wAt, K, s.at[2]!, 0, 1, first, end] }]);
   return tensor(unpadRows(s.f32(2, T * kPad), T, K, kPad), [T, K], 'f32');
 }
 
-export function outerProductSum(u: Tensor, v: Tensor, order: Tensor, offsets: Tensor, scales?: Tensor): Tensor {
+/** Every segment staged first, then threads each own a range of every segment's rows i. */
+export function outerProductSum(u: Tensor, v: Tensor, order: Tensor, offsets: Tensor, scales?: Tensor, threads: CpuThreads = ONE_THREAD): Tensor {
   const [I, J] = [colsOf(u), colsOf(v)];
   assert(rowsOf(u) === rowsOf(v), `outerProductSum: u has ${rowsOf(u)} rows, v ${rowsOf(v)}`);
   const [us, vs, rows, bounds] = [f32Of(u), f32Of(v), i32Of(order), i32Of(offsets)];
   const S = bounds.length - 1;
   const sc = scales ? f32Of(scales) : undefined;
   const jPad = roundUp(J, 8);
-  let P = 0;
-  for (let seg = 0; seg < S; seg++) P = Math.max(P, bounds[seg + 1]! - bounds[seg]!);
-  const s = stage([I * P * 8, P * J * 4, I * jPad * 4]);
+  const counts = Array.from({ length: S }, (_, seg) => bounds[seg + 1]! - bounds[seg]!);
+  const P = counts.reduce((a, b) => a + b, 0);
+  const s = stage([I * P * 8, P * J * 4, S * I * jPad * 4], homeOf());
   if (!s) return outerProductSumReference(u, v, order, offsets, scales);
-  const out = new Float32Array(S * I * J);
+  // As matmulBackward, a segment at a time: g = the segment's rows of u, transposed [I, count]; w = its rows of v
+  // [count, J]; out [I, jPad]. Segment seg's g starts at I·before, its w at J·before (before: the rows ahead of it).
+  const before = counts.map((_, seg) => counts.slice(0, seg).reduce((a, b) => a + b, 0));
+  const [uT, vRows] = [s.f64(0, I * P), s.f32(1, P * J)];
   for (let seg = 0; seg < S; seg++) {
-    // As matmulBackward: g = the segment's rows of u, transposed [I, count]; w = its rows of v [count, J].
-    const [first, count] = [bounds[seg]!, bounds[seg + 1]! - bounds[seg]!];
-    const [uT, vRows] = [s.f64(0, I * count), s.f32(1, count * J)];
+    const [first, count, at] = [bounds[seg]!, counts[seg]!, before[seg]!];
     for (let p = 0; p < count; p++) {
       const r = rows[first + p]!;
       assert(r >= 0 && r < rowsOf(u), `outerProductSum: row ${r} outside [0, ${rowsOf(u)})`);
-      for (let i = 0; i < I; i++) uT[i * count + p] = us[r * I + i]!;
-      vRows.set(vs.subarray(r * J, (r + 1) * J), p * J);
+      for (let i = 0; i < I; i++) uT[I * at + i * count + p] = us[r * I + i]!;
+      vRows.set(vs.subarray(r * J, (r + 1) * J), (at + p) * J);
     }
-    denseKernel().matmulBackward(s.at[0]!, I, count, s.at[1]!, J, s.at[2]!, 0, sc ? sc[seg]! : 1);
-    unpadRows(s.f32(2, I * jPad), I, J, jPad, out.subarray(seg * I * J, (seg + 1) * I * J));
   }
-  return tensor(out, [S * I, J], 'f32');
+  const [gAt, wAt, outAt] = s.at as [number, number, number];
+  threads.runRanges(I, 1, I * P * J, (i0, i1) =>
+    counts.map((count, seg) => ({ fn: 'matmulBackward', memory: s.memory, args: [gAt + (I * before[seg]! + i0 * count) * 8, i1 - i0, count, wAt + before[seg]! * J * 4, J, outAt + (seg * I + i0) * jPad * 4, 0, sc ? sc[seg]! : 1, 0, J] })),
+  );
+  return tensor(unpadRows(s.f32(2, S * I * jPad), S * I, J, jPad), [S * I, J], 'f32');
 }

@@ -4,12 +4,14 @@
 // run WebAssembly SIMD kernels equal bit for bit to their plain loops; the weights and KV caches they read live in
 // the CPU arena (cpu-arena.ts).
 
+import { totalmem } from 'node:os';
 import { assert, numel, type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage } from './backend.js';
 import { roundToF16 } from './half.js';
 import { automatonMasks } from './automaton-mask.js';
 import { packSampleRows, sampleRow, SAMPLE_ROW_WORDS } from './sampling.js';
 import { colsOf, concatColumns, f32Of, i32Of, rowsOf, tensor, type CpuTensor } from './cpu-tensor.js';
-import { cpuArena } from './cpu-arena.js';
+import { cpuArena, MAX_MEMORY_BYTES } from './cpu-arena.js';
+import { CpuThreads, ONE_THREAD } from './cpu-threads.js';
 import * as attend from './cpu-attention.js';
 import * as backward from './cpu-backward.js';
 import * as trainAttention from './cpu-train-attention.js';
@@ -24,13 +26,38 @@ export class CpuBackend implements Backend {
   private readonly simd: boolean;
   readonly viewAlignment = 4;
   readonly maxBindingBytes = Number.POSITIVE_INFINITY;
+  /** One matrix fits one memory of the arena (cpu-arena.ts); all of them, the machine's memory. */
+  readonly hostMemory = { maxMatrixBytes: MAX_MEMORY_BYTES - 2 ** 20, totalBytes: totalmem() };
   /** uploadSampleRows' rows as given: the packed words hold temperature and topP in f32, sample() reads them in f64. */
   private readonly sampleRowsOf = new WeakMap<Tensor, readonly SampleRow[]>();
 
-  constructor(options: { simd?: boolean } = {}) {
+  /** The threads the SIMD kernels split their work over (cpu-threads.ts): any count gives the same bits. */
+  private threads: CpuThreads;
+  private readonly minWorkPerShare: number | undefined;
+
+  /**
+   * threads: the kernels' threads, this one included (default 1; select.ts gives the machine's cores);
+   * minWorkPerShare: the least work a thread is given (tests cut small shapes with 1; cpu-threads.ts).
+   */
+  constructor(options: { simd?: boolean; threads?: number; minWorkPerShare?: number } = {}) {
     this.simd = options.simd ?? true;
-    const simd = !this.simd ? '' : cpuArena().memory ? ', WebAssembly SIMD products' : '; no WebAssembly memory for its SIMD kernels';
+    this.minWorkPerShare = options.minWorkPerShare;
+    this.threads = this.simd ? CpuThreads.open(options.threads ?? 1, options.minWorkPerShare) : ONE_THREAD;
+    const simd = !this.simd ? '' : cpuArena().count > 0 ? `, WebAssembly SIMD products, ${this.threads.count} thread${this.threads.count === 1 ? '' : 's'}` : '; no WebAssembly memory for its SIMD kernels';
     this.deviceDescription = `cpu (TypeScript reference${simd})`;
+  }
+
+  /** The threads its kernels use. */
+  get threadCount(): number {
+    return this.threads.count;
+  }
+
+  /** Its kernels use `count` threads from now on (a benchmark compares counts on one model; the bits are the same). */
+  setThreads(count: number): void {
+    if (!this.simd || count === this.threads.count) return;
+    const next = CpuThreads.open(count, this.minWorkPerShare);
+    this.threads.close();
+    this.threads = next;
   }
 
   dispatches(): number {
@@ -72,13 +99,22 @@ export class CpuBackend implements Backend {
     return i32Of(t).slice();
   }
   free(): void {}
-  destroy(): void {}
+  /** Gives the threads back (the workers end when no backend holds any). */
+  destroy(): void {
+    this.threads.close();
+  }
 
-  /** The cache lives in the CPU arena, where the attention kernel reads it in place (a plain array when it is full). */
+  /**
+   * The cache lives in the CPU arena, k and v in one block (one memory: the attention kernel reads both in place),
+   * or in a plain array where the arena cannot hold it.
+   */
   createKvCache(dims: Omit<KvCache, 'k' | 'v'>): KvCache {
     const shape = [dims.layers, dims.slots, dims.maxLen, dims.kvHeads, dims.headDim];
-    const zeros = () => tensor(cpuArena().f32(numel(shape))?.fill(0) ?? new Float32Array(numel(shape)), shape, 'f32');
-    return { ...dims, k: zeros(), v: zeros() };
+    const n = numel(shape);
+    const both = cpuArena().f32(2 * n)?.fill(0) ?? new Float32Array(2 * n);
+    const [k, v] = [both.subarray(0, n), both.subarray(n)];
+    [k, v].forEach((half) => cpuArena().keepParent(half, both));
+    return { ...dims, k: tensor(k, shape, 'f32'), v: tensor(v, shape, 'f32') };
   }
 
   embedding(table: Tensor, tokens: Tensor): Tensor {
@@ -108,7 +144,7 @@ export class CpuBackend implements Backend {
   }
 
   matmul(x: Tensor, w: Tensor, bias?: Tensor): Tensor {
-    return this.simd ? dense.matmul(x, w, bias) : dense.matmulReference(x, w, bias);
+    return this.simd ? dense.matmul(x, w, bias, this.threads) : dense.matmulReference(x, w, bias);
   }
 
   addInPlace(acc: Tensor, x: Tensor): void {
@@ -153,14 +189,11 @@ export class CpuBackend implements Backend {
   }
 
   attention(q: Tensor, cache: KvCache, layer: number, slots: Tensor, positions: Tensor, heads: number): Tensor {
-    return (this.simd ? attend.attention : attend.attentionReference)(q, cache, layer, slots, positions, heads);
+    return this.simd ? attend.attention(q, cache, layer, slots, positions, heads, this.threads) : attend.attentionReference(q, cache, layer, slots, positions, heads);
   }
 
   swiglu(gate: Tensor, up: Tensor): Tensor {
-    const [g, u] = [f32Of(gate), f32Of(up)];
-    const out = new Float32Array(g.length);
-    for (let i = 0; i < g.length; i++) out[i] = (g[i]! / (1 + Math.exp(-g[i]!))) * u[i]!;
-    return tensor(out, gate.shape, 'f32');
+    return backward.swiglu(gate, up, this.simd ? this.threads : ONE_THREAD);
   }
 
   gatherRows(x: Tensor, rows: Tensor): Tensor {
@@ -175,11 +208,12 @@ export class CpuBackend implements Backend {
   }
 
   loraShrink(x: Tensor, a: Tensor, adapters: Tensor, rank: number): Tensor {
-    return this.simd ? lora.loraShrink(x, a, adapters, rank) : lora.loraShrinkReference(x, a, adapters, rank);
+    return this.simd ? lora.loraShrink(x, a, adapters, rank, this.threads) : lora.loraShrinkReference(x, a, adapters, rank);
   }
 
   loraExpandInPlace(y: Tensor, h: Tensor, b: Tensor, adapters: Tensor, scales: Tensor): void {
-    (this.simd ? lora.loraExpand : lora.loraExpandReference)(y, h, b, adapters, scales);
+    if (this.simd) lora.loraExpand(y, h, b, adapters, scales, this.threads);
+    else lora.loraExpandReference(y, h, b, adapters, scales);
   }
 
   sample(logits: Tensor, rows: readonly SampleRow[], mask?: Tensor): Tensor {
@@ -265,22 +299,24 @@ export class CpuBackend implements Backend {
 
   loraShrinkSegments(x: Tensor, a: Packed, rows: StepRows, rank: number, norm?: { weight: Tensor; eps: number }): Tensor {
     const input = norm ? this.rmsNorm(x, norm.weight, norm.eps) : x;
-    if (this.simd) return lora.loraShrinkParts(input, a.parts, rows.adapters, rank);
+    if (this.simd) return lora.loraShrinkParts(input, a.parts, rows.adapters, rank, this.threads);
     return concatColumns(a.parts.map((part) => this.loraShrink(input, part, rows.adapters, rank)));
   }
 
   // Backward ops: the maths lives in cpu-backward.ts.
-  logProbs = backward.logProbs;
-  logitsBackward: Backend['logitsBackward'] = (logits, targets, logpWeight, entropyWeight) => (this.simd ? backward.logitsBackward : backward.logitsBackwardReference)(logits, targets, logpWeight, entropyWeight);
-  matmulBackward: Backend['matmulBackward'] = (dy, w) => (this.simd ? dense.matmulBackward : dense.matmulBackwardReference)(dy, w);
-  outerProductSum: Backend['outerProductSum'] = (u, v, order, offsets, scales) => (this.simd ? dense.outerProductSum : dense.outerProductSumReference)(u, v, order, offsets, scales);
+  logProbs: Backend['logProbs'] = (logits, targets) => (this.simd ? backward.logProbs(logits, targets, this.threads) : backward.logProbsReference(logits, targets));
+  logitsBackward: Backend['logitsBackward'] = (logits, targets, logpWeight, entropyWeight) =>
+    this.simd ? backward.logitsBackward(logits, targets, logpWeight, entropyWeight, this.threads) : backward.logitsBackwardReference(logits, targets, logpWeight, entropyWeight);
+  matmulBackward: Backend['matmulBackward'] = (dy, w) => (this.simd ? dense.matmulBackward(dy, w, this.threads) : dense.matmulBackwardReference(dy, w));
+  outerProductSum: Backend['outerProductSum'] = (u, v, order, offsets, scales) => (this.simd ? dense.outerProductSum(u, v, order, offsets, scales, this.threads) : dense.outerProductSumReference(u, v, order, offsets, scales));
   rmsNormBackward = backward.rmsNormBackward;
   rmsNormWeightGrad = backward.rmsNormWeightGrad;
-  swigluBackward = backward.swigluBackward;
-  attentionPacked: Backend['attentionPacked'] = (q, k, v, positions, heads, kvHeads) => (this.simd ? trainAttention.attentionPacked : backward.attentionPackedReference)(q, k, v, positions, heads, kvHeads);
-  attentionBackward: Backend['attentionBackward'] = (dOut, q, k, v, out, positions, seqEnds, heads, kvHeads) => (this.simd ? trainAttention.attentionBackward : backward.attentionBackwardReference)(dOut, q, k, v, out, positions, seqEnds, heads, kvHeads);
-  loraExpandBackward: Backend['loraExpandBackward'] = (dy, b, adapters, scales, rank) => (this.simd ? lora.loraExpandBackward : lora.loraExpandBackwardReference)(dy, b, adapters, scales, rank);
-  loraShrinkBackwardInPlace: Backend['loraShrinkBackwardInPlace'] = (dx, dh, a, adapters) => (this.simd ? lora.loraShrinkBackward : lora.loraShrinkBackwardReference)(dx, dh, a, adapters);
+  swigluBackward: Backend['swigluBackward'] = (dy, gate, up) => backward.swigluBackward(dy, gate, up, this.simd ? this.threads : ONE_THREAD);
+  attentionPacked: Backend['attentionPacked'] = (q, k, v, positions, heads, kvHeads) => (this.simd ? trainAttention.attentionPacked(q, k, v, positions, heads, kvHeads, this.threads) : backward.attentionPackedReference(q, k, v, positions, heads, kvHeads));
+  attentionBackward: Backend['attentionBackward'] = (dOut, q, k, v, out, positions, seqEnds, heads, kvHeads) =>
+    this.simd ? trainAttention.attentionBackward(dOut, q, k, v, out, positions, seqEnds, heads, kvHeads, this.threads) : backward.attentionBackwardReference(dOut, q, k, v, out, positions, seqEnds, heads, kvHeads);
+  loraExpandBackward: Backend['loraExpandBackward'] = (dy, b, adapters, scales, rank) => (this.simd ? lora.loraExpandBackward(dy, b, adapters, scales, rank, this.threads) : lora.loraExpandBackwardReference(dy, b, adapters, scales, rank));
+  loraShrinkBackwardInPlace: Backend['loraShrinkBackwardInPlace'] = (dx, dh, a, adapters) => (this.simd ? lora.loraShrinkBackward(dx, dh, a, adapters, this.threads) : lora.loraShrinkBackwardReference(dx, dh, a, adapters));
   sumSquaresBySlot = backward.sumSquaresBySlot;
   adamwInPlace = backward.adamwInPlace;
 

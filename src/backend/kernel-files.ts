@@ -33,15 +33,34 @@ export function kernelSource(name: string): { code: string; origin(line: number)
   return { code: lines.join('\n'), origin: (line) => origins[line - 1] ?? `kernels/${name}.wgsl` };
 }
 
+const modules = new Map<string, WebAssembly.Module>();
+
+/** kernels/cpu/<name>.wasm compiled (once a process), to instantiate on any thread's memory (cpu-threads.ts). */
+export function cpuKernelModule(name: string): WebAssembly.Module {
+  let module = modules.get(name);
+  if (!module) {
+    const file = join(kernelsDirectory(), 'cpu', `${name}.wasm`);
+    try {
+      module = new WebAssembly.Module(readFileSync(file));
+    } catch (error) {
+      throw new Error(`populora: cannot load the CPU kernel ${file}: ${error instanceof Error ? error.message : String(error)} (${NEEDS_SIMD})`);
+    }
+    modules.set(name, module);
+  }
+  return module;
+}
+
+const NEEDS_SIMD = 'it needs WebAssembly with 128-bit SIMD: Node 20 or later on x64 with SSE4.1, or on arm64; after editing its .wat, run npm run build:wasm';
+
 /** An instance of kernels/cpu/<name>.wasm (each thread makes its own), on its own memory or on the one `env` gives it (with any other imports). */
 export function loadCpuKernel<T>(name: string, env?: { memory: WebAssembly.Memory } & Record<string, WebAssembly.ImportValue>): T & { memory: WebAssembly.Memory } {
-  const file = join(kernelsDirectory(), 'cpu', `${name}.wasm`);
+  const module = cpuKernelModule(name);
   try {
-    const instance = new WebAssembly.Instance(new WebAssembly.Module(readFileSync(file)), env ? { env } : {});
+    const instance = new WebAssembly.Instance(module, env ? { env } : {});
     return (env ? { ...instance.exports, memory: env.memory } : instance.exports) as unknown as T & { memory: WebAssembly.Memory };
   } catch (error) {
     const why = error instanceof Error ? error.message : String(error);
-    throw new Error(`populora: cannot load the CPU kernel ${file}: ${why} (it needs WebAssembly with 128-bit SIMD: Node 20 or later on x64 with SSE4.1, or on arm64; after editing its .wat, run npm run build:wasm)`);
+    throw new Error(`populora: cannot instantiate the CPU kernel kernels/cpu/${name}.wasm: ${why} (${NEEDS_SIMD})`);
   }
 }
 

@@ -24,6 +24,8 @@ function writeChild(out: string, child: LoraAdapter, lineage: Omit<LineageRecord
 }
 
 export async function mutateCommand(o: { adapter: string; sigma: number; seed: number; out: string; modules?: string; layers?: string; fraction?: number }): Promise<void> {
+  if (!(o.sigma >= 0)) throw new UsageError(`--sigma must be a number >= 0 (the noise's std relative to each matrix's RMS), got ${o.sigma}`);
+  if (o.fraction !== undefined && !(o.fraction > 0 && o.fraction <= 1)) throw new UsageError(`--fraction must be in (0, 1] (the share of entries perturbed), got ${o.fraction}`);
   const parent = loadPeftAdapter(o.adapter);
   const modules = list('--modules', o.modules, (m) => m as LoraModule, (m) => (LORA_MODULES as readonly string[]).includes(m), `one of ${LORA_MODULES.join(', ')}`);
   const layers = list('--layers', o.layers, Number, (l) => Number.isInteger(l) && l >= 0 && l < parent.layers.length, `a layer index in [0, ${parent.layers.length})`);

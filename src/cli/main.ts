@@ -3,8 +3,10 @@
 
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { BACKEND_CHOICES } from '../backend/select.js';
+import { MAX_THREADS } from '../backend/cpu-threads.js';
 import { CROSSOVER_KINDS } from '../evolution/operators.js';
 import { runDemo } from './demo.js';
+import { initCommand } from './init-command.js';
 import { crossoverCommand, mutateCommand } from './evolve-commands.js';
 import { generateCommand, initAdapterCommand, initModelCommand, logitsCommand } from './model-commands.js';
 import { runCommand } from './run-command.js';
@@ -16,20 +18,28 @@ import type { DomainCommand } from '../domains/domain.js';
 import { domains } from '../domains/index.js';
 import { sweepCommand } from './sweep-command.js';
 import { workerCommand } from './worker-command.js';
+import { addServeCommand } from './serve-command.js';
+import { addSamplesCommand } from './samples-command.js';
 import { DEFAULT_CLUSTER } from '../cluster/nats.js';
+import { LIMITS } from '../scenario/scenario.js';
 
-const integer = (name: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n)) throw new InvalidArgumentError(`${name} must be an integer, got "${value}"`);
-  return n;
-};
+/** A whole number in [min, max]; anything else is refused by the option's name (a rank of 0, a seed of -1). */
+const integer =
+  (name: string, min = Number.MIN_SAFE_INTEGER, max = Number.MAX_SAFE_INTEGER) =>
+  (value: string) => {
+    const n = Number(value);
+    if (!Number.isInteger(n)) throw new InvalidArgumentError(`${name} must be an integer, got "${value}"`);
+    if (n < min || n > max) throw new InvalidArgumentError(`${name} must be ${max === Number.MAX_SAFE_INTEGER ? `at least ${min}` : `from ${min} to ${max}`}, got ${n}`);
+    return n;
+  };
 const number = (name: string) => (value: string) => {
   const n = Number(value);
   if (!Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${value}"`);
   return n;
 };
 const backendOption = () => new Option('--backend <name>', 'compute backend').choices(BACKEND_CHOICES).default('auto');
-const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers')).default(1);
+const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers', 1, LIMITS.threads)).default(1);
+const threadsOption = () => new Option('--threads <n>', 'CPU backend threads (default: the scenario\'s, else one per core; results do not depend on it)').argParser(integer('--threads', 1, MAX_THREADS));
 const clusterOption = () => new Option('--cluster <name>', 'cluster name: the NATS subjects\' prefix, which keeps runs sharing a server apart').default(DEFAULT_CLUSTER);
 const storageOption = () => new Option('--weights <storage>', 'device storage of weight matrices (default: as stored in the file)').choices(['f32', 'f16']);
 
@@ -43,6 +53,7 @@ program
   .requiredOption('--tokens <ids>', 'comma-separated token ids, e.g. 1,2,3')
   .requiredOption('--out <file>', 'output .npy file')
   .addOption(backendOption())
+  .addOption(threadsOption())
   .addOption(storageOption())
   .action(runCommand(logitsCommand));
 
@@ -54,6 +65,7 @@ program
   .requiredOption('--tokens <ids>', 'comma-separated token ids, e.g. 1,2,3,4 (the gradient is of Σ_{t>=1} log p(token_t | tokens_<t))')
   .requiredOption('--out-dir <dir>', 'output folder: adapter_model.safetensors + adapter_config.json, same keys and shapes as the adapter')
   .addOption(backendOption())
+  .addOption(threadsOption())
   .addOption(storageOption())
   .action(runCommand(gradCommand));
 
@@ -64,11 +76,12 @@ program
   .option('--adapter <dir>', 'PEFT LoRA adapter folder')
   .requiredOption('--prompt <text>', 'prompt text')
   .option('--stop <text>', 'stop string: the completion ends before it (repeatable)', (value: string, previous: string[]) => [...previous, value], [] as string[])
-  .option('--seed <n>', 'sampling seed', integer('--seed'), 0)
-  .option('--max-tokens <n>', 'most tokens to generate', integer('--max-tokens'), 64)
+  .option('--seed <n>', 'sampling seed', integer('--seed', 0), 0)
+  .option('--max-tokens <n>', 'most tokens to generate', integer('--max-tokens', 1), 64)
   .option('--temperature <t>', 'sampling temperature; 0 = greedy', number('--temperature'), 1)
   .option('--top-p <p>', 'nucleus sampling mass', number('--top-p'), 1)
   .addOption(backendOption())
+  .addOption(threadsOption())
   .addOption(storageOption())
   .action(runCommand(generateCommand));
 
@@ -77,7 +90,7 @@ program
   .description('create a model with seeded random weights and save it in Hugging Face layout')
   .requiredOption('--out <dir>', 'output folder')
   .option('--preset <name>', 'model shape (tiny, qwen2-tiny, ...)', 'tiny')
-  .option('--seed <n>', 'weight seed', integer('--seed'), 0)
+  .option('--seed <n>', 'weight seed', integer('--seed', 0), 0)
   .addOption(new Option('--dtype <dtype>', 'stored dtype').choices(['F32', 'F16', 'BF16']).default('F32'))
   .action(runCommand(initModelCommand));
 
@@ -86,10 +99,10 @@ program
   .description('create a LoRA adapter with seeded random factors and save it in PEFT layout')
   .requiredOption('--model <dir>', 'base model folder')
   .requiredOption('--out <dir>', 'output folder')
-  .option('--rank <r>', 'LoRA rank', integer('--rank'), 8)
+  .option('--rank <r>', 'LoRA rank', integer('--rank', 1, LIMITS.rank), 8)
   .option('--alpha <a>', 'LoRA alpha (default: 2 x rank)', number('--alpha'))
   .option('--targets <modules>', 'comma-separated modules', 'q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj')
-  .option('--seed <n>', 'factor seed', integer('--seed'), 0)
+  .option('--seed <n>', 'factor seed', integer('--seed', 0), 0)
   .addOption(new Option('--init <kind>', 'peft: B = 0 (delta starts at zero); gaussian: both factors random').choices(['peft', 'gaussian']).default('peft'))
   .action(runCommand(initAdapterCommand));
 
@@ -100,7 +113,7 @@ evolve
   .requiredOption('--adapter <dir>', 'parent PEFT adapter folder')
   .requiredOption('--sigma <s>', 'noise std relative to each matrix\'s RMS', number('--sigma'))
   .requiredOption('--out <dir>', 'child adapter folder')
-  .option('--seed <n>', 'noise seed', integer('--seed'), 0)
+  .option('--seed <n>', 'noise seed', integer('--seed', 0), 0)
   .option('--modules <list>', 'only these modules, e.g. q_proj,v_proj')
   .option('--layers <list>', 'only these layers, e.g. 0,1')
   .option('--fraction <f>', 'perturb only this share of the entries (sparse mutation)', number('--fraction'))
@@ -113,8 +126,14 @@ evolve
   .requiredOption('--kind <kind>', `${CROSSOVER_KINDS.join(' | ')}`)
   .requiredOption('--out <dir>', 'child adapter folder')
   .option('--weights <w1,w2>', 'svd/interpolate: blend weights; module/rank: w1 is the chance of taking parent a')
-  .option('--seed <n>', 'seed', integer('--seed'), 0)
+  .option('--seed <n>', 'seed', integer('--seed', 0), 0)
   .action(runCommand(crossoverCommand));
+
+program
+  .command('init')
+  .description('a new experiment folder, runnable at once: a scenario on the embedded toy model, a matchmaking policy of its own to edit (a plug-in), a sweep of it against a built-in, a README')
+  .argument('<dir>', 'the folder to create (new or empty)')
+  .action(runCommand(initCommand));
 
 program
   .command('run')
@@ -124,18 +143,19 @@ program
   .option('--resume <dir>', 'continue a crashed run from its last checkpoint')
   .option('--overwrite', 'replace an earlier run in the --out folder')
   .addOption(verifierWorkersOption())
-  .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (README, "Cluster")')
+  .addOption(threadsOption())
+  .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (docs/cluster.md)')
   .addOption(clusterOption())
   .action(runCommand(runScenarioCommand));
 program
   .command('worker')
   .description('a worker of runs over NATS, for one scenario (it refuses a coordinator running another): serves until SIGINT or SIGTERM')
   .argument('<scenario>', 'the scenario file the coordinator runs')
-  .requiredOption('--nats <url>', 'the NATS server, e.g. nats://host:4222 (credentials from the environment: README, "Cluster")')
+  .requiredOption('--nats <url>', 'the NATS server, e.g. nats://host:4222 (credentials from the environment: docs/cluster.md)')
   .option('--engine', 'run the engine for a shard of the population\'s adapters (loads the scenario\'s base model on its backend)')
   .option('--verifier', 'verify proposals and answers for the coordinator (the verifier workers\' queue group)')
   .option('--id <name>', 'an engine worker\'s name on the cluster (default: host-pid); shards go to workers in name order')
-  .option('--threads <n>', 'verifier threads or sandbox processes (default: one per core)', integer('--threads'))
+  .option('--threads <n>', 'verifier threads or sandbox processes, or an engine worker\'s CPU backend threads (default: one per core)', integer('--threads', 1, LIMITS.threads))
   .addOption(clusterOption())
   .action(runCommand(workerCommand));
 program
@@ -143,7 +163,7 @@ program
   .description('a base scenario and a grid of overrides: every run as an ordinary run folder, N processes at a time, with sweep.json listing them; validated (and its compute compared) before anything runs')
   .argument('<sweep>', 'sweep file, e.g. scenarios/sweeps/paper-toy.yaml')
   .option('--out <dir>', 'sweep folder (default: runs/<sweep name>)')
-  .option('--parallel <n>', 'runs at a time (default: as many as the cores and the free memory allow)', integer('--parallel'))
+  .option('--parallel <n>', 'runs at a time (default: as many as the cores and the free memory allow)', integer('--parallel', 1))
   .option('--resume', 'continue a stopped or killed sweep in --out: finished runs are kept, interrupted ones resume from their checkpoints')
   .action(runCommand(sweepCommand));
 program
@@ -151,6 +171,7 @@ program
   .description('re-execute a run from its recorded scenario and check every file of the run folder against the replay (the event log event by event, metrics, lineage, summary, checkpoints and their manifests)')
   .argument('<dir>', 'run folder')
   .addOption(verifierWorkersOption())
+  .addOption(threadsOption())
   .action(runCommand(replayCommand));
 program
   .command('pretrain')
@@ -174,9 +195,11 @@ program
   .command('export')
   .description('every member\'s adapter at a checkpoint, in PEFT layout, with population.json (role, sub-population, rating, lineage)')
   .argument('<dir>', 'run folder')
-  .option('--step <n>', 'checkpoint step (default: the last)', integer('--step'))
+  .option('--step <n>', 'checkpoint step (default: the last)', integer('--step', 0))
   .requiredOption('--out <dir>', 'output folder (new or empty)')
   .action(runCommand(exportCommand));
+addServeCommand(program);
+addSamplesCommand(program);
 /** A command a domain brings (domain.ts: DomainCommand), as commander takes it. */
 function addDomainCommand(spec: DomainCommand): void {
   const command = program.command(spec.name).description(spec.description);

@@ -8,7 +8,7 @@ import { TINY_CONFIGS } from '../model/config.js';
 import { LlamaModel } from '../model/llama.js';
 import { LoraBank } from '../model/lora-bank.js';
 import { writeNpy } from '../model/npy.js';
-import { LORA_MODULES, loadPeftAdapter, randomAdapter, savePeftAdapter, type LoraModule } from '../model/peft.js';
+import { LORA_MODULES, loadPeftAdapter, maxLoraRank, randomAdapter, rankExceeds, savePeftAdapter, type LoraModule } from '../model/peft.js';
 import type { StoredDType } from '../model/safetensors.js';
 import { generateText } from '../model/text-stream.js';
 import { ARITH_ALPHABET, charTokenizerJson, loadTokenizer } from '../model/tokenizer.js';
@@ -19,6 +19,7 @@ export interface ModelOptions {
   model: string;
   adapter?: string;
   backend: BackendChoice;
+  threads?: number; // the CPU backend's (default: one per core)
   weights?: WeightStorage;
 }
 
@@ -26,7 +27,7 @@ export interface ModelOptions {
 export async function withModel<T>(options: ModelOptions, use: (model: LlamaModel, bank: LoraBank | undefined, adapterSlot: number) => Promise<T>): Promise<T> {
   const { config, weights } = loadModel(options.model);
   const adapter = options.adapter ? loadPeftAdapter(options.adapter, config) : undefined;
-  const backend: Backend = await openBackend(options.backend);
+  const backend: Backend = await openBackend(options.backend, undefined, options.threads);
   try {
     const model = LlamaModel.upload(backend, config, weights, { storage: options.weights });
     const bank = adapter ? new LoraBank(backend, config, 1, adapter.rank, adapter.targetModules) : undefined;
@@ -86,8 +87,13 @@ export async function initAdapterCommand(options: { model: string; out: string; 
   const config = loadConfig(options.model);
   const targets = options.targets.split(',').map((m) => m.trim());
   const unknown = targets.filter((m) => !(LORA_MODULES as readonly string[]).includes(m));
-  if (unknown.length > 0) throw new UsageError(`--targets: unknown module ${unknown.join(', ')}; choose from ${LORA_MODULES.join(', ')}`);
+  if (unknown.length > 0) throw new UsageError(`--targets: unknown module ${unknown.map((m) => `"${m}"`).join(', ')}; choose from ${LORA_MODULES.join(', ')}`);
+  const repeated = targets.find((m, i) => targets.indexOf(m) !== i);
+  if (repeated) throw new UsageError(`--targets: ${repeated} is named twice; name each module once`);
   if (options.rank < 1) throw new UsageError(`--rank must be at least 1, got ${options.rank}`);
+  const limit = maxLoraRank(config, targets as LoraModule[]);
+  if (options.rank > limit.rank) throw new UsageError(`--rank ${options.rank} ${rankExceeds(limit, config)} (${options.model})`);
+  if (options.alpha !== undefined && !(options.alpha > 0)) throw new UsageError(`--alpha must be a positive number (the delta is scaled by alpha / rank), got ${options.alpha}`);
   const adapter = randomAdapter(config, { rank: options.rank, alpha: options.alpha ?? 2 * options.rank, targets: targets as LoraModule[], seed: options.seed, init: options.init });
   savePeftAdapter(options.out, { ...adapter, baseModel: resolve(options.model) }); // absolute: PEFT finds the base from any folder
   console.log(`wrote a rank-${options.rank} adapter on ${targets.join(', ')} to ${options.out}`);

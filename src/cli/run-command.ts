@@ -2,7 +2,7 @@
 // bare stack trace; `--verbose` adds the stack, for a bug report.
 
 import type { Command } from 'commander';
-import { ClusterError } from '../cluster/nats.js';
+import { ClusterError, ServerLostError } from '../cluster/nats.js';
 import { DeviceLimitError } from '../model/device-fit.js';
 import { ModelFormatError } from '../model/errors.js';
 import { ReportError } from '../report/report.js';
@@ -11,12 +11,13 @@ import { EventLogError } from '../runtime/event-log.js';
 import { ExportError } from '../sim/export.js';
 import { ActorFailure } from '../runtime/world.js';
 import { ScenarioError } from '../scenario/scenario.js';
+import { PluginError } from '../plugins/errors.js';
 import { UsageError } from './usage-error.js';
 
 export { UsageError };
 
 /** Errors whose message says all a user needs; anything else is unexpected, a bug to report. */
-const USER_ERRORS = [UsageError, ClusterError, ModelFormatError, DeviceLimitError, ScenarioError, EventLogError, ReportError, ExportError, RunFolderError, ActorFailure, RangeError];
+const USER_ERRORS = [UsageError, ClusterError, ModelFormatError, DeviceLimitError, ScenarioError, EventLogError, ReportError, ExportError, RunFolderError, ActorFailure, PluginError, RangeError];
 
 export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
   return async (...args: A) => {
@@ -29,7 +30,7 @@ export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<
       console.error(`populora: ${error?.message ?? String(error)}`);
       if (verbose(args)) console.error(stackOf(error));
       else if (!known) console.error('populora: this is unexpected; run the command again with --verbose for the stack trace, and report it');
-      process.exitCode = 1;
+      process.exitCode = error instanceof ServerLostError ? error.exitCode : 1; // a cluster's abandoned work: EXIT_ABANDONED
     }
   };
 }

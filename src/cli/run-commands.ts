@@ -7,16 +7,17 @@ import { basename, extname, join } from 'node:path';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { loadRun, writeReport } from '../report/report.js';
-import { loadScenario, parseScenario } from '../scenario/scenario.js';
+import { openScenario, readScenario } from '../scenario/scenario.js';
 import type { StepMetrics } from '../sim/metrics.js';
 import { describeEvent, replayRun } from '../sim/replay.js';
 import { runScenario } from '../sim/run.js';
+import { EXIT_ABANDONED } from '../cluster/errors.js';
 import { clusterRunOptions } from './cluster-options.js';
 import { UsageError } from './run-command.js';
 
 const percent = (x: number | null) => (x === null ? '  -  ' : `${(100 * x).toFixed(0).padStart(3)}%`);
 
-export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; nats?: string; cluster: string }, command?: Command): Promise<void> {
+export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; threads?: number; nats?: string; cluster: string }, command?: Command): Promise<void> {
   if (options.resume && scenarioFile) throw new UsageError('give either a scenario or --resume DIR, not both (a resumed run uses the scenario recorded in its folder)');
   if (options.nats && command?.getOptionValueSource('verifierWorkers') === 'cli') {
     throw new UsageError('--verifier-workers has no effect with --nats: over NATS the verifier runs on verifier workers; start them with populora worker SCENARIO --nats URL --verifier --threads N');
@@ -25,7 +26,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
   const resumeDir = options.resume;
   const file = resumeDir ? join(resumeDir, 'scenario.json') : scenarioFile!;
   if (resumeDir && !existsSync(file)) throw new UsageError(`${resumeDir}: not a run folder (no scenario.json)`);
-  const scenario = resumeDir ? parseScenario(readFileSync(file, 'utf8'), file, { relativeTo: resumeDir }) : loadScenario(file);
+  const scenario = resumeDir ? await readScenario(readFileSync(file, 'utf8'), file, { relativeTo: resumeDir }) : await openScenario(file);
   const outDir = resumeDir ?? options.out ?? join('runs', basename(file, extname(file)));
   const bar = new cliProgress.SingleBar(
     { format: 'step {value}/{total} |{bar}| solve {solve} | teacher reward {reward} | valid {valid} | coverage {coverage} | {eta_formatted} left', hideCursor: true, etaBuffer: 4, noTTYOutput: true, notTTYSchedule: 30_000 },
@@ -33,9 +34,10 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
   );
   console.log(`${resumeDir ? 'resuming' : 'running'} ${scenario.name}: ${scenario.steps} steps → ${outDir}`);
   const history: StepMetrics[] = [];
-  const cluster = options.nats ? await clusterRunOptions(scenario, options.nats, options.cluster, (event) => console.error(`\n${event}`)) : null;
+  const cluster = options.nats ? await clusterRunOptions(scenario, options.nats, options.cluster, { outDir, onEvent: (event) => console.error(`\n${event}`) }) : null;
   if (options.nats) console.log(`over NATS at ${options.nats} (cluster ${options.cluster})`);
   const stop = stopOnSignals();
+  cluster?.stopWith(stop.signal); // a stop with the server away gives up the step in progress (docs/cluster.md)
   try {
     const result = await runScenario(scenario, {
       ...(cluster ? { transport: cluster.transport, verifierPool: cluster.verifierPool, engineCore: cluster.engineCore } : {}),
@@ -44,6 +46,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
       overwrite: options.overwrite,
       scenarioFile: file,
       verifierWorkers: options.verifierWorkers,
+      threads: options.threads,
       signal: stop.signal,
       clock: () => performance.now(), // for metrics.jsonl's timing (the verifier's throughput), never for a decision
       onStart: (step) => bar.start(scenario.steps, step, { solve: '  -  ', reward: '  -  ', valid: '  -  ', coverage: 0 }),
@@ -61,7 +64,7 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
     }
   } catch (error) {
     bar.stop();
-    throw error;
+    throw cluster?.failure() ?? error; // a server given up is the cause, whatever the run failed on
   } finally {
     stop.dispose();
     await cluster?.close();
@@ -81,7 +84,7 @@ function stopOnSignals(): { signal: AbortSignal; dispose: () => void } {
   const onSignal = (name: NodeJS.Signals) => {
     if (controller.signal.aborted) {
       console.error(`\n${name} again: stopping now, without finishing the step; the run resumes from its last checkpoint`);
-      process.exit(SIGNAL_EXIT_CODES[name] ?? 1);
+      process.exit(EXIT_ABANDONED); // not a clean stop: the step in progress is abandoned
     }
     console.error(`\n${name}: finishing the step in progress, then saving a checkpoint and stopping (${name} again stops at once)`);
     controller.abort(name);
@@ -124,8 +127,8 @@ function verifierLine(history: StepMetrics[]): string {
   return `verifier: ${validations} validations (${rate(validations, validationSeconds)}), ${checks} checks (${rate(checks, checkSeconds)}), ${stepMs > 0 ? `${((100 * verifierMs) / stepMs).toFixed(1)}%` : '-'} of the steps' time`;
 }
 
-export async function replayCommand(dir: string, options: { verifierWorkers: number }): Promise<void> {
-  const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers });
+export async function replayCommand(dir: string, options: { verifierWorkers: number; threads?: number }): Promise<void> {
+  const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers, threads: options.threads });
   for (const note of verdict.notes) console.log(`note: ${note}`);
   if (verdict.identical) {
     console.log(`identical: ${verdict.events} events, run hash ${verdict.hash}; every file of the run folder agrees with the replay`);

@@ -5,9 +5,10 @@
 
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
-import { planSweep } from '../sweep/grid.js';
+import { openSweep } from '../sweep/grid.js';
 import { defaultParallel, runSweep, type SweepProgress } from '../sweep/runner.js';
 import type { SweepState } from '../sweep/state.js';
+import { sweepPlugins } from '../sweep/sweep.js';
 import { UsageError } from './run-command.js';
 
 const SIGNAL_EXIT_CODES: Record<string, number> = { SIGINT: 130, SIGTERM: 143 };
@@ -19,7 +20,7 @@ const duration = (seconds: number) => {
 };
 
 export async function sweepCommand(file: string, options: { out?: string; parallel?: number; resume?: boolean }): Promise<void> {
-  const plan = planSweep(file);
+  const plan = await openSweep(file);
   const out = options.out ?? join('runs', plan.name);
   if (options.parallel !== undefined && options.parallel < 1) throw new UsageError(`--parallel must be at least 1, got ${options.parallel}`);
   const parallel = options.parallel ?? defaultParallel(plan.runs.length);
@@ -27,6 +28,7 @@ export async function sweepCommand(file: string, options: { out?: string; parall
   console.log(`${options.resume ? 'resuming' : 'running'} sweep ${plan.name}: ${plan.runs.length} runs in ${groups} group(s) → ${out}, ${parallel} at a time`);
   const computes = [...new Set(plan.runs.map((r) => `${r.compute.proposalsPerStep} proposals and ${r.compute.answersPerStep} answers per step`))];
   console.log(computes.length === 1 ? `equal compute: ${computes[0]} in every run` : `compute differs between runs (equalCompute: false): ${computes.join('; ')}`);
+  for (const { field, plugin, runs } of sweepPlugins(plan)) console.log(`plug-in ${field}: ${plugin} (${runs.length === plan.runs.length ? 'every run' : runs.join(', ')})`);
 
   const bar = new cliProgress.SingleBar(
     { format: 'sweep |{bar}| {value}/{total} steps | runs: {finished}/{runs} done, {running} running{failed} | {left} left', hideCursor: true, noTTYOutput: true, notTTYSchedule: 60_000 },

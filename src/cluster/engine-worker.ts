@@ -4,6 +4,7 @@
 //
 // Requests are handled one at a time, in arrival order (`serve`), which is the order the coordinator sends a
 // shard's requests in. A train or evolve request seen again (its reply was lost) is answered from memory.
+// How it stops: worker-lifecycle.ts.
 
 import type { Backend } from '../backend/backend.js';
 import { LocalEngineCore } from '../engine/core.js';
@@ -12,6 +13,7 @@ import type { Scenario } from '../scenario/scenario.js';
 import { SCRATCH_SLOTS, type EngineReplies, type EngineRequest } from './engine-protocol.js';
 import { exact, unpackExact, type Exact } from './exact.js';
 import { RefusedError, serve, type NatsConnection, type Subjects } from './nats.js';
+import { clusterWorker, type ClusterWorker } from './worker-lifecycle.js';
 
 export interface EngineWorkerOptions {
   scenario: Scenario;
@@ -21,9 +23,8 @@ export interface EngineWorkerOptions {
   id: string; // unique among the cluster's workers: its subject
 }
 
-export interface EngineWorker {
+export interface EngineWorker extends ClusterWorker {
   id: string;
-  close(): Promise<void>;
 }
 
 interface Shard {
@@ -88,15 +89,12 @@ export function startEngineWorker(nc: NatsConnection, subjects: Subjects, option
 
   // every value as sent: -0 and lone surrogates survive msgpack (exact.ts)
   const handleExact = async (request: Exact<EngineRequest>) => exact(await handle(unpackExact(request)), `engine worker ${options.id}'s reply`);
-  const servers = [serve(nc, subjects.engineJoin, handleExact), serve(nc, subjects.engine(options.id), handleExact)];
-  return {
-    id: options.id,
-    close: async () => {
-      servers.forEach((s) => s.stop());
-      await Promise.all(servers.map((s) => s.done));
-      for (const shard of shards.values()) await shard.core.close();
-      shards.clear();
-      parts.model.destroy();
-    },
+  const describe = ({ value }: Exact<EngineRequest>) => (value.type === 'join' ? 'a join request' : `${value.type} for shard ${value.shard}`);
+  const servers = [serve(nc, subjects.engineJoin, handleExact, { describe }), serve(nc, subjects.engine(options.id), handleExact, { describe })];
+  const free = async () => {
+    for (const shard of shards.values()) await shard.core.close();
+    shards.clear();
+    parts.model.destroy();
   };
+  return { id: options.id, ...clusterWorker(servers, free) };
 }

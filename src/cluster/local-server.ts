@@ -1,16 +1,23 @@
 // A nats-server on a loopback port, for tests, the cluster benchmark and trying a cluster on one machine. It is
 // the Debian package's binary (`apt-get install nats-server`), started as a child process; `restart` stops it and
-// starts it again on the same port (a server restarted mid-run). And `populora worker` processes beside it.
+// starts it again on the same port (a server restarted mid-run); `pause` freezes it (SIGSTOP: a server that keeps
+// its connections but answers nothing, as a hung or partitioned one) until `resume`. And `populora worker`
+// processes beside it.
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer } from 'node:net';
-import { ClusterError } from './nats.js';
+import { ClusterError } from './errors.js';
 
 export interface LocalNatsServer {
   url: string;
   port: number;
   restart(): Promise<void>;
   stop(): Promise<void>;
+  /** Resolves once every thread of the server is stopped (a signal reaches a busy thread a little later). */
+  pause(): Promise<void>;
+  resume(): void;
 }
 
 /** A free TCP port on 127.0.0.1 (the OS picks one; it is free again once the probe closes). */
@@ -51,18 +58,34 @@ function stopServer(child: ChildProcess): Promise<void> {
   });
 }
 
-/** Starts nats-server on a free loopback port. `args`: extra server flags (e.g. `--auth TOKEN`). */
-export async function startLocalNatsServer(args: readonly string[] = [], binary = 'nats-server'): Promise<LocalNatsServer> {
-  const port = await freePort();
-  let child = await startServer(port, binary, args);
+/** Waits until every thread of process `pid` is stopped (Linux: /proc; elsewhere a pause that is usually enough). */
+async function stopped(pid: number): Promise<void> {
+  const tasks = `/proc/${pid}/task`;
+  if (!existsSync(tasks)) return sleep(200);
+  const state = (task: string) => readFileSync(`${tasks}/${task}/stat`, 'utf8').replace(/^.*\) /s, '')[0];
+  for (let tries = 0; tries < 500 && !readdirSync(tasks).every((task) => state(task) === 'T'); tries++) await sleep(2);
+}
+
+/**
+ * Starts nats-server on a loopback port (`port`, or a free one). `args`: extra server flags (e.g. `--auth TOKEN`).
+ * A server stopped is started again by `restart`.
+ */
+export async function startLocalNatsServer(args: readonly string[] = [], binary = 'nats-server', port?: number): Promise<LocalNatsServer> {
+  const at = port ?? (await freePort());
+  let child = await startServer(at, binary, args);
   return {
-    url: `nats://127.0.0.1:${port}`,
-    port,
+    url: `nats://127.0.0.1:${at}`,
+    port: at,
     restart: async () => {
       await stopServer(child);
-      child = await startServer(port, binary, args);
+      child = await startServer(at, binary, args);
     },
     stop: () => stopServer(child),
+    pause: async () => {
+      child.kill('SIGSTOP');
+      await stopped(child.pid!);
+    },
+    resume: () => void child.kill('SIGCONT'),
   };
 }
 

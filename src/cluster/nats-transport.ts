@@ -4,8 +4,9 @@
 // in, handlers run strictly in number order, one at a time, which is the world's order, as with nact. So a round
 // costs about one trip through the server, not one per message.
 //
-// A delivery not handled within the deadline (lost on the way, a server restarted in between) is published again;
-// a number handled already is dropped, so a handler never runs twice. A message over the server's max_payload
+// A delivery not handled within the deadline (lost on the way) is published again; one the server's loss may have
+// dropped is published again once the server is back (server-watch.ts), without waiting out the deadline and
+// without counting as a try. A number handled already is dropped, so a handler never runs twice. A message over the server's max_payload
 // travels in parts. The world records the message it holds in the event log, and the handler gets msgpack's copy
 // of it: exact.ts makes the copy equal, value for value, or refuses a message that is not plain data.
 
@@ -15,6 +16,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Message, Transport } from '../runtime/transport.js';
 import { exact, unpackExact, type Exact } from './exact.js';
 import { decode, encode, NoReplyError, partSize, type RequestPolicy, type Subjects } from './nats.js';
+import { ServerWatch, watchOf } from './server-watch.js';
 
 /** What travels on an actor's subject: a delivery, or one part of a large one. */
 interface Packet {
@@ -70,15 +72,27 @@ export class NatsTransport implements Transport {
     });
     const packets = encoded.map(({ to, what, bytes }) => ({ to, what, packets: this.packets(++this.sequence, bytes) })); // numbered once all are valid: no gap
     const last = this.sequence;
-    for (let attempt = 0; attempt < this.policy.tries; attempt++) {
-      for (const { to, packets: parts } of packets) {
-        if (parts[0]!.seq > this.handledSeq) parts.forEach((packet) => this.nc.publish(this.subjects.actor(to), encode(packet)));
+    const watch = watchOf(this.nc);
+    const release = watch.hold(`${packets[0]?.what ?? 'a delivery'}${packets.length > 1 ? ` and ${packets.length - 1} more` : ''}`);
+    try {
+      for (let attempt = 0; attempt < this.policy.tries; ) {
+        await watch.untilConnected(); // published while the server is away, a message would be dropped
+        for (const { to, packets: parts } of packets) {
+          if (parts[0]!.seq > this.handledSeq) parts.forEach((packet) => this.nc.publish(this.subjects.actor(to), encode(packet)));
+        }
+        try {
+          if (await watch.unlessLost(this.handledBy(last, this.policy.deadlineMs))) return;
+        } catch (error) {
+          if (ServerWatch.brokenByServer(error)) continue; // published again once the server is back
+          throw error;
+        }
+        attempt++;
       }
-      if (await this.handledBy(last, this.policy.deadlineMs)) return;
-      await this.nc.flush().catch(() => undefined); // waits out a reconnection before publishing again
+    } finally {
+      release();
     }
     const lost = packets.find(({ packets: parts }) => parts[0]!.seq > this.handledSeq)!;
-    throw new NoReplyError(`${lost.what}: not handled after ${this.policy.tries} tries of ${this.policy.deadlineMs} ms (the NATS server is unreachable, or drops messages)`);
+    throw new NoReplyError(`${lost.what}: not handled after ${this.policy.tries} tries of ${this.policy.deadlineMs} ms (the NATS server drops messages)`);
   }
 
   /** A delivery's packets: one, or parts that each fit the server's max_payload. */
@@ -93,7 +107,7 @@ export class NatsTransport implements Transport {
     if (this.handledSeq >= seq) return Promise.resolve(true);
     const abort = new AbortController();
     const handled = new Promise<boolean>((resolve, reject) => this.waiting.push({ seq, done: () => resolve(true), fail: reject }));
-    const expired = sleep(deadlineMs, false, { signal: abort.signal }).catch(() => false);
+    const expired = sleep(deadlineMs, false, { signal: abort.signal, ref: false }).catch(() => false); // never what keeps a process alive
     return Promise.race([handled, expired]).finally(() => abort.abort());
   }
 

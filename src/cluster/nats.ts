@@ -1,7 +1,7 @@
 // How populora's processes talk over NATS (issue 20): one connection per process, with credentials from the
 // environment or a file, never the command line; subjects named after the cluster and the actor or service;
 // msgpack payloads; and a request that outlives a lost reply (a deadline, then another try, which the queue group
-// may hand to another worker).
+// may hand to another worker) and a lost server (server-watch.ts: it waits for the server, up to a limit).
 //
 // Subjects, under one cluster name (`--cluster`, default "populora"), so that runs sharing a server stay apart:
 //   <cluster>.actor.<name>        one actor's mailbox (nats-transport.ts)
@@ -13,15 +13,17 @@
 //   POPULORA_NATS_USER, POPULORA_NATS_PASSWORD
 //   POPULORA_NATS_CREDS           a .creds file (JWT and NKey seed)
 //   POPULORA_NATS_TLS_CA, POPULORA_NATS_TLS_CERT, POPULORA_NATS_TLS_KEY   files; with any of them the connection is TLS
+//   POPULORA_NATS_RECONNECT_SECONDS, POPULORA_NATS_DRAIN_SECONDS            limits on a lost server (server-watch.ts)
 
 import { existsSync, readFileSync } from 'node:fs';
-import { connect, credsAuthenticator, nuid, type ConnectionOptions, type Msg, type NatsConnection } from '@nats-io/transport-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { credsAuthenticator, errors, nuid, type ConnectionOptions, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { Packr } from 'msgpackr';
+import { ClusterError, NoReplyError, RefusedError, RemoteError } from './errors.js';
+import { connectWatched, serverLimits, ServerWatch, watchOf, type WatchOptions } from './server-watch.js';
 
 export type { NatsConnection } from '@nats-io/transport-node';
-
-/** A cluster problem a user can act on: the server, a worker, the credentials. */
-export class ClusterError extends Error {}
+export { ClusterError, NoReplyError, RefusedError, RemoteError, ServerLostError } from './errors.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: true }); // typed arrays travel as themselves
 
@@ -51,7 +53,7 @@ export function natsOptions(url: string, env: NodeJS.ProcessEnv = process.env): 
     if (!existsSync(path)) throw new ClusterError(`${variable}=${path}: no such file`);
     return path;
   };
-  const options: ConnectionOptions = { servers: url, name: `populora-${process.pid}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 };
+  const options: ConnectionOptions = { servers: url, name: `populora-${process.pid}` }; // reconnection: server-watch.ts
   if (env.POPULORA_NATS_TOKEN) options.token = env.POPULORA_NATS_TOKEN;
   if (env.POPULORA_NATS_USER) Object.assign(options, { user: env.POPULORA_NATS_USER, pass: env.POPULORA_NATS_PASSWORD ?? '' });
   const creds = file('POPULORA_NATS_CREDS');
@@ -61,9 +63,25 @@ export function natsOptions(url: string, env: NodeJS.ProcessEnv = process.env): 
   return options;
 }
 
-export async function connectNats(url: string, env: NodeJS.ProcessEnv = process.env): Promise<NatsConnection> {
+/** How a process names itself in the lines about its server, and what giving the server up means for it. */
+export type ConnectionRole = Partial<Pick<WatchOptions, 'who' | 'say' | 'consequence'>>;
+
+/**
+ * A watched connection (server-watch.ts): a server not there yet is waited for as a lost one is, up to the limit.
+ * `signal`: a stop asked while waiting for the server resolves null.
+ */
+export async function connectNats(url: string, env?: NodeJS.ProcessEnv, role?: ConnectionRole): Promise<NatsConnection>;
+export async function connectNats(url: string, env: NodeJS.ProcessEnv | undefined, role: ConnectionRole | undefined, signal: AbortSignal): Promise<NatsConnection | null>;
+export async function connectNats(url: string, env: NodeJS.ProcessEnv = process.env, role: ConnectionRole = {}, signal?: AbortSignal): Promise<NatsConnection | null> {
+  const watch: WatchOptions = {
+    url,
+    limits: serverLimits(env),
+    who: role.who ?? 'this process',
+    say: role.say ?? ((line) => console.error(line)),
+    consequence: role.consequence ?? (() => 'it stops'),
+  };
   try {
-    return await connect(natsOptions(url, env));
+    return await connectWatched(natsOptions(url, env), watch, signal);
   } catch (error) {
     if (error instanceof ClusterError) throw error;
     throw new ClusterError(`cannot reach the NATS server at ${url}: ${(error as Error).message} (is nats-server running there, and are the credentials right?)`);
@@ -110,20 +128,41 @@ export async function requestReply<T>(nc: NatsConnection, subject: string, paylo
   return decode<T>(Buffer.concat(parts));
 }
 
-/** One request's bytes, tried `policy.tries` times. */
+/**
+ * One request's bytes, tried `policy.tries` times. A try that the server's loss broke is made again once the server
+ * is back and not counted, nor is "no responders" just after a reconnection (the responder may not be back yet).
+ */
 async function requestBytes(nc: NatsConnection, subject: string, data: Uint8Array, policy: RequestPolicy, what: string): Promise<Uint8Array> {
+  const watch = watchOf(nc);
+  const release = watch.hold(what);
   let lastError: unknown = null;
-  for (let attempt = 0; attempt < policy.tries; attempt++) {
-    try {
-      return (await nc.request(subject, data, { timeout: policy.deadlineMs })).data;
-    } catch (error) {
-      lastError = error;
-      if (nc.isClosed()) break;
-      await nc.flush().catch(() => undefined); // waits out a reconnection before the next try
+  try {
+    for (let attempt = 0; attempt < policy.tries; ) {
+      await watch.untilConnected(); // the failure, once the server is given up
+      try {
+        return (await watch.unlessLost(nc.request(subject, data, { timeout: policy.deadlineMs }))).data;
+      } catch (error) {
+        lastError = error;
+        if (ServerWatch.brokenByServer(error)) continue;
+        if (watch.failure) throw watch.failure;
+        if (nc.isClosed()) break;
+        if (isNoResponders(error) && watch.settling()) {
+          await sleep(SETTLE_POLL_MS);
+          continue;
+        }
+        attempt++;
+      }
     }
+  } finally {
+    release();
   }
   throw new NoReplyError(`${what}: no reply on ${subject} after ${policy.tries} tries of ${policy.deadlineMs} ms (${(lastError as Error)?.message ?? 'no responder'})`);
 }
+
+/** How often a request asks again while its responder may still be reconnecting. */
+const SETTLE_POLL_MS = 250;
+
+const isNoResponders = (error: unknown) => error instanceof errors.NoRespondersError || (error instanceof errors.RequestError && error.isNoResponders());
 
 const [UPLOAD, ASSEMBLE, DOWNLOAD, TRANSFER] = ['$upload', '$assemble', '$download', '$transfer'] as const;
 interface Transfer {
@@ -143,11 +182,34 @@ const KEPT_TRANSFERS = 8;
 /** What a handler returns to leave a request unanswered (it was meant for another run's responder). */
 export const NO_REPLY = Symbol('no reply');
 
-/**
- * Answers requests on `subject` (in a queue group when `queue` is given) with `handle`'s value or its error, one
- * request at a time, in arrival order.
- */
-export function serve<Req, Res>(nc: NatsConnection, subject: string, handle: (request: Req) => Promise<Res | typeof NO_REPLY> | Res | typeof NO_REPLY, queue?: string): { stop(): void; done: Promise<void> } {
+/** A responder of `serve`. */
+export interface Responder {
+  /**
+   * Stops taking requests: the server is told (a drain of the subscription), and what it had sent before is still
+   * answered. A server that does not confirm within `limitMs` (away, or not answering) is not waited for: the
+   * subscription is then closed here.
+   */
+  stop(limitMs: number): Promise<void>;
+  /** Settles once the subscription is closed and every request it took has its reply sent. */
+  done: Promise<void>;
+}
+
+export interface ServeOptions<Req> {
+  queue?: string; // the queue group, for a pool of responders
+  describe?: (request: Req) => string; // names a request in hand in the lines about a lost server
+}
+
+/** Answers requests on `subject` with `handle`'s value or its error, one request at a time, in arrival order. */
+export function serve<Req, Res>(nc: NatsConnection, subject: string, handle: (request: Req) => Promise<Res | typeof NO_REPLY> | Res | typeof NO_REPLY, options: ServeOptions<Req> = {}): Responder {
+  const watch = watchOf(nc);
+  const handleHeld = async (request: Req) => {
+    const release = watch.hold(options.describe?.(request) ?? `a request on ${subject}`);
+    try {
+      return await handle(request);
+    } finally {
+      release();
+    }
+  };
   const uploads = new Map<string, Uint8Array[]>();
   const downloads = new Map<string, Uint8Array>();
   const keep = <V>(map: Map<string, V>, id: string, value: V) => {
@@ -168,7 +230,7 @@ export function serve<Req, Res>(nc: NatsConnection, subject: string, handle: (re
         const parts = uploads.get(id);
         if (!parts || parts.filter(Boolean).length !== count) throw new Error(`transfer ${id}: parts are missing (sent to a queue group, or dropped after ${KEPT_TRANSFERS} newer transfers)`);
         uploads.delete(id);
-        return handle(decode<Req>(Buffer.concat(parts)));
+        return handleHeld(decode<Req>(Buffer.concat(parts)));
       }
       if (DOWNLOAD in request) {
         const { id, index } = request[DOWNLOAD] as { id: string; index: number };
@@ -178,7 +240,7 @@ export function serve<Req, Res>(nc: NatsConnection, subject: string, handle: (re
         return bytes.subarray(index * size, (index + 1) * size);
       }
     }
-    return handle(request as Req);
+    return handleHeld(request as Req);
   };
   const respond = async (message: Msg) => {
     let reply: Reply<unknown>;
@@ -195,23 +257,21 @@ export function serve<Req, Res>(nc: NatsConnection, subject: string, handle: (re
       keep(downloads, id, encode((reply as { value: unknown }).value));
       bytes = encode({ ok: true, value: { [TRANSFER]: { id, count: Math.ceil(downloads.get(id)!.length / partSize(nc)) } } });
     }
-    message.respond(bytes);
+    if (!nc.isClosed()) message.respond(bytes); // else the reply is lost with the connection: its asker tries again
   };
   let queued = Promise.resolve(); // one request at a time, in arrival order
   const subscription = nc.subscribe(subject, {
-    ...(queue ? { queue } : {}),
+    ...(options.queue ? { queue: options.queue } : {}),
     callback: (error, message) => {
       if (!error) queued = queued.then(() => respond(message));
     },
   });
-  return { stop: () => subscription.unsubscribe(), done: subscription.closed.then(() => queued) };
+  return {
+    stop: async (limitMs) => {
+      const confirmed = await Promise.race([subscription.drain().then(() => true, () => false), sleep(limitMs, false, { ref: false })]);
+      if (!confirmed) subscription.unsubscribe(); // what the server still sends is lost; its asker tries again
+    },
+    done: subscription.closed.then(() => queued),
+  };
 }
 
-/** A worker's refusal of a coordinator (another scenario): final, the asker does not try another worker. */
-export class RefusedError extends ClusterError {}
-
-/** The responder failed on the request (its error, named): final, as it would be in one process. */
-export class RemoteError extends ClusterError {}
-
-/** No responder answered in time: the responder may be lost (a worker to replace, a server to wait for). */
-export class NoReplyError extends ClusterError {}

@@ -20,6 +20,7 @@ import type { RlSample } from '../train/steps.js';
 import { shardOf, shardSlots, type Assignment, type EngineReplies, type EngineRequest } from './engine-protocol.js';
 import { exact, unpackExact, type Exact } from './exact.js';
 import { ClusterError, decode, encode, NoReplyError, requestReply, type NatsConnection, type Reply, type RequestPolicy, type Subjects } from './nats.js';
+import { watchOf } from './server-watch.js';
 
 export interface RemoteEngineOptions {
   scenarioHash: string;
@@ -63,18 +64,31 @@ export class RemoteEngineCore implements EngineCore {
     return { deadlineMs: this.options.deadlineMs, tries: 2 };
   }
 
-  /** Asks every engine worker to answer; returns the live ones, sorted, once at least `wanted` have (or fails). */
+  /**
+   * Asks every engine worker to answer; returns the live ones, sorted, once at least `wanted` have (or fails). A
+   * round the server's absence spoiled, or one just after a reconnection (workers reconnect too), is not counted.
+   */
   private async discover(wanted: number): Promise<string[]> {
+    const watch = watchOf(this.nc);
     const tries = Math.max(1, Math.ceil(this.options.deadlineMs / 1000));
-    for (let attempt = 0; attempt < tries; attempt++) {
-      const replies = await this.nc.requestMany(this.subjects.engineJoin, encode(exact({ type: 'join', scenarioHash: this.options.scenarioHash }, 'join')), { maxWait: 1000 });
-      for await (const message of replies) {
-        if (message.data.length === 0) continue; // the "no responders" status message
-        const reply = decode<Reply<Exact<EngineReplies['join']>>>(message.data);
-        if (!reply.ok) throw new ClusterError(`an engine worker refused the coordinator: ${reply.error}`);
-        this.live.add(unpackExact(reply.value).worker);
+    for (let attempt = 0; attempt < tries; ) {
+      await watch.untilConnected();
+      const epoch = watch.epoch;
+      try {
+        const replies = await this.nc.requestMany(this.subjects.engineJoin, encode(exact({ type: 'join', scenarioHash: this.options.scenarioHash }, 'join')), { maxWait: 1000 });
+        for await (const message of replies) {
+          if (message.data.length === 0) continue; // the "no responders" status message
+          const reply = decode<Reply<Exact<EngineReplies['join']>>>(message.data);
+          if (!reply.ok) throw new ClusterError(`an engine worker refused the coordinator: ${reply.error}`);
+          this.live.add(unpackExact(reply.value).worker);
+        }
+      } catch (error) {
+        if (error instanceof ClusterError) throw error;
+        if (watch.failure) throw watch.failure;
+        if (watch.connected) throw error; // not the server's absence: a bug to see
       }
       if (this.live.size >= wanted) return [...this.live].sort();
+      if (watch.epoch === epoch && !watch.settling()) attempt++;
     }
     throw new ClusterError(`${this.live.size} engine worker(s) answered within ${this.options.deadlineMs} ms, and the scenario's cluster.engineWorkers asks for ${wanted}: start them with \`populora worker SCENARIO --nats URL --engine\``);
   }
@@ -197,8 +211,12 @@ export class RemoteEngineCore implements EngineCore {
     return out;
   }
 
-  /** Frees the shards on their workers (a worker that does not answer is not waited for). */
+  /**
+   * Frees the shards on their workers (a worker that does not answer is not waited for; with the server away, none
+   * is asked: a worker's shards are replaced by the next coordinator's anyway).
+   */
   async close(): Promise<void> {
+    if (!watchOf(this.nc).connected) return;
     const release = (worker: string, shard: number) => requestReply(this.nc, this.subjects.engine(worker), exact({ type: 'release', shard, scenarioHash: this.options.scenarioHash }, 'release'), { deadlineMs: this.options.deadlineMs, tries: 1 }, 'release');
     await Promise.all(this.holder.map((worker, shard) => release(worker, shard).catch(() => undefined)));
   }

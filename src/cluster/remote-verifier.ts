@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { VerifierPool, VerifyJob, VerifyOutcome } from '../domains/domain.js';
 import { exact, unpackExact, type Exact } from './exact.js';
 import { ClusterError, decode, encode, requestReply, type NatsConnection, type Reply, type RequestPolicy, type Subjects } from './nats.js';
+import { watchOf } from './server-watch.js';
 
 /** The queue group of the verifier workers: each request goes to one of them. */
 export const VERIFIER_QUEUE = 'verifiers';
@@ -43,13 +44,18 @@ export class NatsVerifierPool implements VerifierPool {
     const tries = Math.max(1, Math.ceil(this.policy.deadlineMs / READY_POLL_MS));
     const ping: VerifyRequest = { scenarioHash: this.scenarioHash, ping: true };
     let lastError = '';
-    for (let attempt = 0; attempt < tries; attempt++) {
+    const watch = watchOf(this.nc);
+    for (let attempt = 0; attempt < tries; ) {
+      await watch.untilConnected(); // a lost server is waited for (up to its limit), not counted against the workers
+      const epoch = watch.epoch;
       let reply: Reply<VerifierPing>;
       try {
-        reply = decode<Reply<VerifierPing>>((await this.nc.request(this.subjects.verify, encode(ping), { timeout: this.policy.deadlineMs })).data);
+        reply = decode<Reply<VerifierPing>>((await watch.unlessLost(this.nc.request(this.subjects.verify, encode(ping), { timeout: this.policy.deadlineMs }))).data);
       } catch (error) {
         lastError = (error as Error).message; // no responder yet, or a reply lost
+        if (watch.failure) throw watch.failure;
         if (this.nc.isClosed()) break;
+        if (watch.epoch === epoch) attempt++;
         await sleep(READY_POLL_MS);
         continue;
       }

@@ -7,6 +7,7 @@ import { domainNamed } from '../domains/index.js';
 import type { Scenario } from '../scenario/scenario.js';
 import { exact, unpackExact, type Exact } from './exact.js';
 import { RefusedError, serve, type NatsConnection, type Subjects } from './nats.js';
+import { clusterWorker, type ClusterWorker } from './worker-lifecycle.js';
 import { VERIFIER_QUEUE, type VerifierPing, type VerifyRequest } from './remote-verifier.js';
 import type { VerifyOutcome } from '../domains/domain.js';
 
@@ -16,10 +17,8 @@ export interface VerifierWorkerOptions {
   threads: number; // the local pool's workers (threads or sandbox processes)
 }
 
-export interface VerifierWorker {
-  /** Stops taking chunks, finishes the one in hand, and stops the pool (the connection is its owner's). */
-  close(): Promise<void>;
-}
+/** A ClusterWorker (worker-lifecycle.ts) whose `free` stops the pool; the connection is its owner's. */
+export type VerifierWorker = ClusterWorker;
 
 /** Starts the pool, waits until it can take jobs, then joins the queue group. */
 export async function startVerifierWorker(nc: NatsConnection, subjects: Subjects, { scenario, scenarioHash, threads }: VerifierWorkerOptions): Promise<VerifierWorker> {
@@ -37,12 +36,7 @@ export async function startVerifierWorker(nc: NatsConnection, subjects: Subjects
     if ('ping' in request) return { threads };
     return exact(await pool.verify(unpackExact(request.jobs)), 'verifier outcomes');
   };
-  const server = serve(nc, subjects.verify, handle, VERIFIER_QUEUE);
-  return {
-    close: async () => {
-      server.stop();
-      await server.done;
-      await pool.close();
-    },
-  };
+  const describe = (request: VerifyRequest) => ('ping' in request ? 'a ping' : `a verifier chunk of ${request.jobs.value.length} jobs`);
+  const server = serve(nc, subjects.verify, handle, { queue: VERIFIER_QUEUE, describe });
+  return clusterWorker([server], () => pool.close());
 }

@@ -1,6 +1,7 @@
 // The registry of domains: a scenario's `domain` names one of these. Adding a domain is a folder beside arith/ and
 // python/ whose index.ts exports a `Domain` (domain.ts says what it brings), and its line below; nothing outside
-// src/domains/ changes. `registerDomain` adds one at run time (a test's, a plugin's).
+// src/domains/ changes. `registerDomain` adds one at run time: a test's, or a plug-in's under its module's absolute
+// path (src/plugins/: `domain: ./domains/sorting/index.js`), which needs no change here at all.
 
 import { arith } from './arith/index.js';
 import type { Domain } from './domain.js';
@@ -8,11 +9,11 @@ import { python } from './python/index.js';
 
 const registry = new Map<string, Domain>();
 
-/** Adds a domain under its name; a name already taken is refused. */
-export function registerDomain(domain: Domain): void {
-  if (registry.has(domain.name)) throw new RangeError(`a domain named "${domain.name}" is already registered`);
+/** Adds a domain under `key` (its name, or a plug-in's path); a key already taken is refused, but for a plug-in's. */
+export function registerDomain(domain: Domain, key = domain.name, replace = false): void {
+  if (registry.has(key) && !replace) throw new RangeError(`a domain named "${key}" is already registered`);
   if (domain.taskTypes.length === 0) throw new RangeError(`the ${domain.name} domain has no task types`);
-  registry.set(domain.name, domain);
+  registry.set(key, domain);
 }
 
 registerDomain(arith); // the first is a scenario's default

@@ -14,6 +14,7 @@ import { assert } from '../backend/backend.js';
 import type { Domain, FormatName } from '../domains/domain.js';
 import { BankEvolution } from '../evolution/device-operators.js';
 import type { CrossoverKind } from '../evolution/operators.js';
+import type { ChildMaker } from '../evolution/registry.js';
 import { generate, type GenerationRequest, type GenerationResult } from '../model/generate.js';
 import type { LlamaModel } from '../model/llama.js';
 import { LoraBank } from '../model/lora-bank.js';
@@ -35,7 +36,7 @@ export interface ChildSpec {
 export interface EvolveSpec {
   children: ChildSpec[];
   sigma: number;
-  crossover: CrossoverKind;
+  crossover: CrossoverKind | string; // a plug-in's name: the core runs its settings' operator (CoreSettings.operators)
 }
 
 /** One training sample's share of the step's report. */
@@ -77,6 +78,7 @@ export interface CoreSettings {
   optimizer: { lr: number; maxGradNorm: number };
   lora: { rank: number; modules: readonly LoraModule[] };
   evolutionThreads: number; // > 1: the SVD crossover's factorisations on a worker pool (the same children)
+  operators?: { mutate: ChildMaker | null; crossover: ChildMaker | null }; // plug-in operators (src/evolution/registry.ts), run on the host
 }
 
 export class LocalEngineCore implements EngineCore {
@@ -151,8 +153,10 @@ export class LocalEngineCore implements EngineCore {
       const parents = child.parentSlots.map((global, k) => this.parentSlot(global, k, remote));
       const [p1, p2] = parents;
       const slot = this.slotOf(child.slot);
-      if (child.operator === 'mutate') this.evolution.mutate(slot, p1!, { sigma: spec.sigma, seed: child.seed });
-      else await this.evolution.crossover(slot, p1!, p2!, { kind: spec.crossover, seed: child.seed });
+      const plugin = this.settings.operators?.[child.operator === 'mutate' ? 'mutate' : 'crossover'];
+      if (plugin) this.bank.load(slot, plugin(await Promise.all(parents.map((p) => this.bank.read(p))), child.seed));
+      else if (child.operator === 'mutate') this.evolution.mutate(slot, p1!, { sigma: spec.sigma, seed: child.seed });
+      else await this.evolution.crossover(slot, p1!, p2!, { kind: spec.crossover as CrossoverKind, seed: child.seed });
       const from = child.inheritOptimizerFrom;
       if (from === null) this.optimizer.resetSlot(slot);
       else await this.optimizer.copySlot(parents[child.parentSlots.indexOf(from)] ?? this.slotOf(from), slot);

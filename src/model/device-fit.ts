@@ -3,6 +3,9 @@
 // embedding and the LM head: Qwen2.5-0.5B's 151,936 x 896 is 519 MiB as f32) are the exception: the backend stores
 // them in row blocks (src/backend/webgpu-row-blocks.ts), so only one of their rows must fit. For the others the
 // error names the tensor and the way out, instead of a Dawn validation error or a crash halfway through the upload.
+// The CPU backend keeps every weight as f32 values in WebAssembly memories of 4 GiB at most (src/backend/cpu-arena.ts):
+// checkHostMemoryFit refuses a matrix that no such memory holds, or a model larger than the machine's memory, from
+// the configuration alone, before a byte is allocated.
 
 import { alignedStarts, describeShape, rowBytes, type WeightStorage } from '../backend/backend.js';
 import type { LlamaConfig } from './config.js';
@@ -54,4 +57,39 @@ export function checkWeightsFit(config: LlamaConfig, storage: WeightStorage, max
   throw new DeviceLimitError(
     `${largest.name} ${describeShape(largest.shape)} needs ${bytes} bytes (${mib(bytes)}) as ${storage}, over this device's maxStorageBufferBindingSize of ${maxBindingBytes} bytes (${mib(maxBindingBytes)}); ${advice}`,
   );
+}
+
+/** How the CPU backend holds a model's weights: the matrices as f32 values (f16 ones too: rounded, not packed). */
+export function cpuWeightBytes(config: LlamaConfig): { total: number; largest: UploadedMatrix & { bytes: number } } {
+  const matrices = uploadedMatrices(config, 'f32', 16).map((m) => ({ ...m, bytes: m.shape[0] * rowBytes(m.shape[1], 'f32') }));
+  const perLayer = matrices.filter((m) => m.name.includes('layers')).reduce((n, m) => n + m.bytes, 0);
+  const vocabulary = matrices.filter((m) => !m.name.includes('layers')).reduce((n, m) => n + m.bytes, 0);
+  const norms = (2 * config.numLayers + 1) * config.hiddenSize * 4;
+  return { total: vocabulary + config.numLayers * perLayer + norms, largest: matrices.reduce((a, b) => (b.bytes > a.bytes ? b : a)) };
+}
+
+const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
+
+/** A model's shape in a few words, for errors: its type and size. */
+export function describeModel(c: LlamaConfig): string {
+  return `${c.modelType} (hidden ${c.hiddenSize}, ${c.numLayers} layers, vocabulary ${c.vocabSize})`;
+}
+
+/**
+ * Throws a DeviceLimitError when the CPU backend cannot hold the model: a weight matrix larger than one WebAssembly
+ * memory (wasm32: 4 GiB), or all the weights larger than the machine's memory. Counted from the configuration alone.
+ */
+export function checkHostMemoryFit(config: LlamaConfig, storage: WeightStorage, limits: { maxMatrixBytes: number; totalBytes: number }): void {
+  const { total, largest } = cpuWeightBytes(config);
+  const held = storage === 'f16' ? ' (the CPU backend keeps f16 weights as f32 values)' : '';
+  if (largest.bytes > limits.maxMatrixBytes) {
+    throw new DeviceLimitError(
+      `${describeModel(config)}: ${largest.name} ${describeShape(largest.shape)} needs ${largest.bytes} bytes (${gib(largest.bytes)}) as f32${held}, over the ${gib(limits.maxMatrixBytes)} one WebAssembly memory of the CPU backend holds (wasm32; Node 20 has memory64 only behind a flag); run it on WebGPU (--backend webgpu, backend: webgpu in the scenario), whose row blocks take vocabulary matrices of any size, or use a model with a smaller vocabulary or hidden size`,
+    );
+  }
+  if (total > limits.totalBytes) {
+    throw new DeviceLimitError(
+      `${describeModel(config)}: its weights need ${total} bytes (${gib(total)}) on the CPU backend as f32${held}, over this machine's ${gib(limits.totalBytes)} of memory; use a smaller model, or WebGPU with f16 weights (--backend webgpu --weights f16), which holds them in 2 bytes each`,
+    );
+  }
 }

@@ -27,7 +27,7 @@
 import { assert, MAX_CONTEXT, single, uploadPacked, uploadStepRows, type Backend, type KvCache, type LinearLora, type Packed, type StepRows, type Tensor, type WeightStorage } from '../backend/backend.js';
 import type { HostTensor, ModelWeights } from './checkpoint.js';
 import { ropeTable, type LlamaConfig } from './config.js';
-import { checkWeightsFit } from './device-fit.js';
+import { checkHostMemoryFit, checkWeightsFit } from './device-fit.js';
 import type { LinearGroup, LoraBank } from './lora-bank.js';
 import type { LoraModule } from './peft.js';
 
@@ -81,6 +81,7 @@ export class LlamaModel {
     const storage = options.storage ?? (weights.storedDType === 'F16' ? 'f16' : 'f32');
     const maxContext = modelContext(config, options.maxContext);
     checkWeightsFit(config, storage, backend.maxBindingBytes, backend.viewAlignment);
+    if (backend.hostMemory) checkHostMemoryFit(config, storage, backend.hostMemory);
     const matrix = (t: HostTensor) => backend.uploadWeight(t.data, t.shape as [number, number], storage);
     const vector = (t: HostTensor) => backend.upload(t.data, t.shape);
     const matrices = (ts: HostTensor[]) => uploadPacked(backend, ts.map((t) => ({ rows: t.shape[0]!, data: t.data })), [ts[0]!.shape[1]!], storage);

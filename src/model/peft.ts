@@ -38,6 +38,21 @@ export function loraModuleShape(c: LlamaConfig, m: LoraModule): { inFeatures: nu
   return { inFeatures, outFeatures };
 }
 
+/**
+ * The largest LoRA rank that adds capacity on these modules of this model: the smallest dimension among them (a
+ * rank above a module's smaller dimension adds parameters and no capacity), with the module that sets it.
+ */
+export function maxLoraRank(c: LlamaConfig, modules: readonly LoraModule[]): { rank: number; module: LoraModule; inFeatures: number; outFeatures: number } {
+  const shapes = modules.map((module) => ({ module, ...loraModuleShape(c, module) }));
+  const limiting = shapes.reduce((a, b) => (Math.min(b.inFeatures, b.outFeatures) < Math.min(a.inFeatures, a.outFeatures) ? b : a));
+  return { ...limiting, rank: Math.min(limiting.inFeatures, limiting.outFeatures) };
+}
+
+/** Why a rank above `limit` (maxLoraRank's) is refused, and what to use: the words a scenario and a command share. */
+export function rankExceeds(limit: ReturnType<typeof maxLoraRank>, c: LlamaConfig): string {
+  return `exceeds ${limit.module}'s ${limit.inFeatures} x ${limit.outFeatures} in this model (hidden size ${c.hiddenSize}): a LoRA rank above the smaller dimension adds parameters and no capacity; use at most ${limit.rank}`;
+}
+
 export function loraScale(a: LoraAdapter): number {
   return a.useRslora ? a.alpha / Math.sqrt(a.rank) : a.alpha / a.rank;
 }

@@ -11,6 +11,10 @@
 // `loadRatingLibrary` before `ratingSystem` (src/sim/run.ts does).
 
 import type { Rating as TrueSkillRating, TrueSkill } from 'ts-trueskill';
+import type { z } from 'zod';
+import type { RatingSystemPlugin } from '../plugins/define.js';
+import { guarded } from '../plugins/guard.js';
+import { PluginRegistry } from '../plugins/registry.js';
 
 /** A member's skill as the roster carries it: Elo's rating, or TrueSkill's μ (as `rating`) and σ. */
 export interface Skill {
@@ -22,8 +26,11 @@ export type RatingConfig =
   | { system?: 'elo'; k: number; initial: number }
   | { system: 'trueskill'; mu: number; sigma: number; beta: number; tau: number; drawProbability: number };
 
+/** A scenario's `rating`: a built-in's settings, or a plug-in (its module's absolute path: src/plugins/) and its options. */
+export type RatingSettings = RatingConfig | { system: string; options?: unknown };
+
 export interface RatingSystem {
-  readonly name: 'elo' | 'trueskill';
+  readonly name: string; // elo, trueskill, or a plug-in's path
   initial(): Skill;
   /** The probability that the student solves the teacher's task. */
   winProbability(student: Skill, teacher: Skill): number;
@@ -63,7 +70,7 @@ type TrueSkillLibrary = typeof import('ts-trueskill');
 let library: TrueSkillLibrary | null = null;
 
 /** Loads ts-trueskill if the configuration selects TrueSkill (once per process). */
-export async function loadRatingLibrary(config: RatingConfig): Promise<void> {
+export async function loadRatingLibrary(config: Pick<RatingSettings, 'system'>): Promise<void> {
   if (config.system === 'trueskill' && library === null) library = await import('ts-trueskill');
 }
 
@@ -93,6 +100,49 @@ function trueSkill(config: Extract<RatingConfig, { system: 'trueskill' }>): Rati
   };
 }
 
-export function ratingSystem(config: RatingConfig): RatingSystem {
-  return config.system === 'trueskill' ? trueSkill(config) : elo(config);
+const plugins = new PluginRegistry<RatingSystemPlugin<unknown>>();
+
+/** Adds a plug-in rating system under its key, its module's absolute path (src/plugins/ does). */
+export const registerRatingSystem = (key: string, plugin: RatingSystemPlugin<unknown>, options: z.ZodType<unknown>) => plugins.register(key, plugin, options);
+
+/** The options schema of the rating system registered under `key`; undefined when there is none. */
+export const ratingSystemOptions = (key: string) => plugins.options(key);
+
+/** A plug-in's rating system, each call kept to the replay rules and each answer checked. */
+function pluginRating(key: string, options: unknown): RatingSystem {
+  const registered = plugins.get(key);
+  if (!registered) throw new RangeError(`the rating system ${key} is not loaded (a scenario's plug-ins are loaded by loadScenario)`);
+  const who = (member: string) => `the rating system ${key}, ${member}`;
+  const model = guarded(who('create()'), registered.plugin.create.bind(registered.plugin))(registered.options.parse(options ?? {}));
+  const skill = (value: Skill, member: string): Skill => {
+    const ok = typeof value === 'object' && value !== null && Number.isFinite(value.rating) && (value.sigma === undefined || Number.isFinite(value.sigma));
+    if (!ok) throw new RangeError(`${who(member)} returned ${JSON.stringify(value)}: a skill is { rating, sigma? } of finite numbers`);
+    return value.sigma === undefined ? { rating: value.rating } : { rating: value.rating, sigma: value.sigma };
+  };
+  const [initial, winProbability, update, fitness] = [guarded(who('initial()'), model.initial.bind(model)), guarded(who('winProbability()'), model.winProbability.bind(model)), guarded(who('update()'), model.update.bind(model)), guarded(who('fitness()'), model.fitness.bind(model))];
+  return {
+    name: key,
+    initial: () => skill(initial(), 'initial()'),
+    winProbability(student, teacher) {
+      const p = winProbability(student, teacher);
+      if (!(p >= 0 && p <= 1)) throw new RangeError(`${who('winProbability()')} returned ${p}: a probability is in [0, 1]`);
+      return p;
+    },
+    update(student, teacher, score) {
+      checkScore(score);
+      const next = update(student, teacher, score);
+      return { student: skill(next?.student, 'update()'), teacher: skill(next?.teacher, 'update()') };
+    },
+    fitness(value) {
+      const f = fitness(value);
+      if (!Number.isFinite(f)) throw new RangeError(`${who('fitness()')} returned ${f}: fitness is a finite number`);
+      return f;
+    },
+  };
+}
+
+export function ratingSystem(config: RatingSettings): RatingSystem {
+  if (config.system === 'trueskill') return trueSkill(config as Extract<RatingConfig, { system: 'trueskill' }>);
+  if (config.system === undefined || config.system === 'elo') return elo(config as { k: number; initial: number });
+  return pluginRating(config.system, (config as { options?: unknown }).options);
 }

@@ -25,6 +25,8 @@ export function renderPage(runs: PageRun[], grouped: PageGroups | null = null): 
   const palette = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
   const main = document.getElementById('charts')!;
   const compare = runs.length > 1;
+  // Names and ids come from the run folder (a scenario's name is anyone's text): HTML-escaped wherever markup is built.
+  const esc = (text: unknown) => String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
   /** One line chart over steps: each series is [label, values by step]. */
   function chart(title: string, steps: number[], series: Array<[string, Array<number | null>]>, note = ''): void {
@@ -138,7 +140,7 @@ export function renderPage(runs: PageRun[], grouped: PageGroups | null = null): 
 
   const tables = document.getElementById('tables')!;
   for (const run of grouped ? [] : runs) { // a grouped comparison's runs are many: their tables are in each run's report
-    tables.insertAdjacentHTML('beforeend', `<h2>${run.name}: who met whom</h2>${matrix(run)}<h2>${run.name}: lineage</h2>${lineageTree(run)}`);
+    tables.insertAdjacentHTML('beforeend', `<h2>${esc(run.name)}: who met whom</h2>${matrix(run)}<h2>${esc(run.name)}: lineage</h2>${lineageTree(run)}`);
   }
 
   /** Teachers × students over the whole run: tasks matched, and the share of answers right. */
@@ -161,8 +163,8 @@ export function renderPage(runs: PageRun[], grouped: PageGroups | null = null): 
       const solve = cell.answers === 0 ? '–' : `${Math.round((100 * cell.correct) / cell.answers)}%`;
       return `<td style="background: rgba(31, 119, 180, ${(0.15 + (0.6 * cell.tasks) / most).toFixed(2)})">${cell.tasks} <small>(${solve})</small></td>`;
     };
-    const head = `<tr><th>teacher \\ student</th>${students.map((s) => `<th>${s}</th>`).join('')}</tr>`;
-    return `<table class="matrix" data-cells="${cells.size}">${head}${teachers.map((t) => `<tr><th>${t}</th>${students.map((s) => td(t, s)).join('')}</tr>`).join('')}</table><p class="note">tasks matched (students' solve rate on them), summed over the run</p>`;
+    const head = `<tr><th>teacher \\ student</th>${students.map((s) => `<th>${esc(s)}</th>`).join('')}</tr>`;
+    return `<table class="matrix" data-cells="${cells.size}">${head}${teachers.map((t) => `<tr><th>${esc(t)}</th>${students.map((s) => td(t, s)).join('')}</tr>`).join('')}</table><p class="note">tasks matched (students' solve rate on them), summed over the run</p>`;
   }
 
   /** Each replacement under its first (fitter) parent; the initial adapters are the roots. */
@@ -173,14 +175,14 @@ export function renderPage(runs: PageRun[], grouped: PageGroups | null = null): 
     const made = new Set(run.lineage.map((r) => r.child));
     const roots = [...children.keys()].filter((adapter) => !made.has(adapter)).sort();
     const describe = (r: (typeof run.lineage)[number]) => {
-      const kind = r.operator === 'crossover' ? `crossover (${String(r.parameters.kind ?? '')}) with ${r.parents.slice(1).join(', ')}` : `mutation (σ ${String(r.parameters.sigma ?? '')})`;
-      return `<b>${r.child}</b> at step ${r.step}: ${kind}`;
+      const kind = r.operator === 'crossover' ? `crossover (${esc(r.parameters.kind ?? '')}) with ${esc(r.parents.slice(1).join(', '))}` : `mutation (σ ${esc(r.parameters.sigma ?? '')})`;
+      return `<b>${esc(r.child)}</b> at step ${esc(r.step)}: ${kind}`;
     };
     const branch = (adapter: string): string => {
       const below = children.get(adapter) ?? [];
       return below.length === 0 ? '' : `<ul>${below.map((r) => `<li>${describe(r)}${branch(r.child)}</li>`).join('')}</ul>`;
     };
-    return `<ul class="lineage" data-records="${run.lineage.length}">${roots.map((root) => `<li>${root}${branch(root)}</li>`).join('')}</ul>`;
+    return `<ul class="lineage" data-records="${run.lineage.length}">${roots.map((root) => `<li>${esc(root)}${branch(root)}</li>`).join('')}</ul>`;
   }
 
   document.body.dataset.rendered = 'true';

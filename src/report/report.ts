@@ -102,6 +102,12 @@ export function seedGroups(runs: readonly RunData[]): RunGroup<RunData>[] | null
 
 /** Writes the report of one run or, with several, the comparison; returns the file written. */
 export function writeReport(runs: readonly RunData[], outFile: string): string {
+  writeFileSync(outFile, reportPage(runs));
+  return outFile;
+}
+
+/** The report of one run or, with several, the comparison, as one self-contained page (`populora serve` shows it too). */
+export function reportPage(runs: readonly RunData[]): string {
   if (runs.length === 0) throw new ReportError('a report needs at least one run folder');
   const groups = seedGroups(runs);
   const title = runs.length === 1 ? `populora run ${runs[0]!.name}` : groups ? `populora: ${groups.map((g) => g.label).join(' vs ')}` : `populora: ${runs.map((r) => r.name).join(' vs ')}`;
@@ -115,8 +121,7 @@ ${tables}
 <script id="runs" type="application/json">${embedJson(data)}</script>
 <script id="groups" type="application/json">${embedJson(grouped?.data ?? null)}</script>
 <script>(${renderPage.toString()})(JSON.parse(document.getElementById('runs').textContent), JSON.parse(document.getElementById('groups').textContent));</script>`;
-  writeFileSync(outFile, uplotPage(title, body));
-  return outFile;
+  return uplotPage(title, body);
 }
 
 /** The grouped comparison: its tables (HTML) and the curves the page plots. */

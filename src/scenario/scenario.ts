@@ -3,7 +3,8 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import { totalmem } from 'node:os';
-import { isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { MAX_CONTEXT } from '../backend/backend.js';
@@ -13,10 +14,19 @@ import { promptSet, resolvePrompts, TemplateError, type ScenarioPrompts } from '
 import { loadConfig } from '../model/checkpoint.js';
 import { TINY_CONFIGS, type LlamaConfig } from '../model/config.js';
 import { ModelFormatError } from '../model/errors.js';
-import { LORA_MODULES, loraModuleShape } from '../model/peft.js';
-import { MATCH_POLICIES, MATCH_POLICY_NAMES, matchPolicy, type MatchPolicyName } from '../matchmaking/index.js';
+import { LORA_MODULES, loraModuleShape, maxLoraRank, rankExceeds } from '../model/peft.js';
+import { CROSSOVER_KINDS, type CrossoverKind } from '../evolution/operators.js';
+import { evolutionOperatorOptions, isEvolutionOperator } from '../evolution/registry.js';
+import { isMatchPolicy, MATCH_POLICIES, MATCH_POLICY_NAMES, matchPolicy, type BuiltInPolicyName, type MatchPolicyName } from '../matchmaking/index.js';
+import { ratingSystemOptions } from '../rating/rating.js';
+import { rewardHookOptions } from '../rewards/rules.js';
+import { isPluginReference, pluginRecordsSchema } from './plugin-fields.js';
+import { ScenarioError } from './errors.js';
+import { loadScenarioPlugins, withPluginRecords } from './plugins.js';
 import { characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
 import { int } from './fields.js';
+
+export { ScenarioError };
 
 export const MATCHMAKING_POLICIES = MATCH_POLICY_NAMES; // src/matchmaking/index.ts: the policies name themselves
 
@@ -31,22 +41,57 @@ const THREADS_EXPECTED = `expected a whole number from 1 to ${LIMITS.threads}, o
 const positive = z.number({ error: 'expected a number' }).positive({ error: 'expected a positive number' });
 const probability = z.number({ error: 'expected a number' }).min(0, { error: 'expected a number in [0, 1]' }).max(1, { error: 'expected a number in [0, 1]' });
 
-const domainsExpected = () => `expected one of ${domainNames().join(', ')}`;
+const domainsExpected = () => `expected one of ${domainNames().filter((name) => !isPluginReference(name)).join(', ')}, or the path of a plug-in module`;
 
 /** What a sampling temperature may be (a scenario's, and `populora generate --temperature`'s). */
 export const TEMPERATURE_EXPECTED = 'expected a number >= 0 (0 = greedy)';
+
+/** The pretrained toy models shipped with populora (models/): `model: { embedded: arith-tiny }` names one from any folder. */
+export const EMBEDDED_MODELS = ['arith-tiny', 'python-tiny'] as const;
+
+/** populora's own folder (where models/ and scenarios/ are), from the sources or from dist/. */
+export function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
+  return dir;
+}
 
 const modelSchema = z.union(
   [
     z.strictObject({ path: z.string({ error: 'expected a folder path' }), weights: z.enum(['f32', 'f16']).optional() }),
     z.strictObject({ preset: z.string({ error: 'expected a preset name such as tiny' }), seed: int(0).default(0) }),
+    // resolved to its folder at once: scenario.json records the path, as for any model folder
+    z.strictObject({ embedded: z.enum(EMBEDDED_MODELS), weights: z.enum(['f32', 'f16']).optional() }).transform(({ embedded, weights }) => ({ path: join(packageRoot(), 'models', embedded), ...(weights === undefined ? {} : { weights }) })),
   ],
-  { error: 'expected either {path: DIR} (a Hugging Face model folder) or {preset: NAME, seed: N} (seeded random weights)' },
+  { error: `expected either {path: DIR} (a Hugging Face model folder), {preset: NAME, seed: N} (seeded random weights) or {embedded: ${EMBEDDED_MODELS.join(' | ')}} (a model shipped with populora)` },
 );
 
 /**
- * `matchmaking`: the policy (default cross), the students per task, and the policy's own options, validated by the
- * schema the policy declares (src/matchmaking/): one object schema per policy, told apart by `policy`.
+ * A field whose `key` names either a built-in (validated by `builtIn`) or a plug-in module (validated by `plugin`):
+ * the built-ins keep their own schema and its messages; a plug-in's options are validated by its own schema.
+ */
+function builtInOrPlugin<B extends z.ZodType, P extends z.ZodType>(key: string, builtIn: B, plugin: P) {
+  return z.unknown().transform((value, ctx): z.output<B> | z.output<P> => {
+    const named = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined;
+    const parsed = (isPluginReference(named) ? plugin : builtIn).safeParse(value);
+    if (parsed.success) return parsed.data as z.output<B> | z.output<P>;
+    for (const issue of parsed.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
+    return z.NEVER;
+  });
+}
+
+/** Validates `options` (at `path`) with a plug-in's schema: its issues are the scenario's, under that field. */
+function pluginOptions(ctx: z.RefinementCtx, schema: z.ZodType<unknown> | undefined, options: unknown, path: string[], plugin: string): void {
+  if (schema === undefined) return ctx.addIssue({ code: 'custom', path: path.slice(0, -1), message: `the plug-in ${plugin} is not loaded (a scenario's plug-ins are imported by loadScenario)` });
+  if (options === undefined) return;
+  const parsed = schema.safeParse(options);
+  if (!parsed.success) for (const issue of parsed.error.issues) ctx.addIssue({ ...(issue as Parameters<typeof ctx.addIssue>[0] & object), path: [...path, ...issue.path] });
+}
+
+/**
+ * `matchmaking`: the policy (default cross, or a plug-in module), the students per task, and the policy's own
+ * options, validated by the schema the policy declares (src/matchmaking/, or the plug-in's): one object schema per
+ * built-in policy, told apart by `policy`.
  */
 function matchmakingSchema() {
   const variants = MATCH_POLICY_NAMES.map((name) =>
@@ -57,14 +102,29 @@ function matchmakingSchema() {
     }),
   );
   const union = z.discriminatedUnion('policy', variants as unknown as [(typeof variants)[number], ...(typeof variants)[number][]], { error: `expected one of ${MATCH_POLICY_NAMES.join(', ')}` });
-  return (union as unknown as z.ZodType<{ policy: MatchPolicyName; studentsPerTask?: number; options?: Record<string, unknown> }, { policy?: string; studentsPerTask?: number; options?: unknown }>).prefault({});
+  const plugin = z
+    .strictObject({ policy: z.string(), studentsPerTask: int(1, LIMITS.members).optional(), options: z.record(z.string(), z.unknown(), { error: 'expected a mapping of the policy\'s options' }).optional() })
+    .superRefine((m, ctx) => pluginOptions(ctx, matchPolicyOptions(m.policy), m.options, ['options'], m.policy));
+  return builtInOrPlugin('policy', union as unknown as z.ZodType<{ policy: BuiltInPolicyName; studentsPerTask?: number; options?: Record<string, unknown> }>, plugin).prefault({});
 }
+
+const BACKEND_NAME = z.enum(['webgpu', 'cpu', 'auto']);
+
+/** A registered policy's options schema (undefined: none registered under that key). */
+const matchPolicyOptions = (key: string): z.ZodType<unknown> | undefined => (isMatchPolicy(key) ? (matchPolicy(key).options as z.ZodType<unknown>) : undefined);
+
+const CROSSOVER_EXPECTED = `expected ${CROSSOVER_KINDS.join(', ')}, or the path of a plug-in module`;
 
 export const scenarioSchema = z.strictObject({
   name: z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9._-]+$/, { error: 'expected letters, digits, ".", "_" or "-"' }),
   seed: int(0),
   steps: int(1, LIMITS.steps),
-  backend: z.enum(['webgpu', 'cpu', 'auto']).default('auto'),
+  // the backend, or {name, threads}: the CPU backend's threads (default: one per core; populora run --threads
+  // overrides them), a machine setting like the verifier's workers: never part of the run hash, a resume or a replay
+  backend: z
+    .union([BACKEND_NAME, z.strictObject({ name: BACKEND_NAME, threads: int(1, LIMITS.threads).optional() })], { error: 'expected webgpu, cpu or auto, or {name: cpu, threads: N}' })
+    .refine((b) => typeof b === 'string' || b.threads === undefined || b.name !== 'webgpu', { error: 'threads are the cpu backend\'s: give name: cpu (or auto, where it falls back to the CPU)' })
+    .default('auto'),
   model: modelSchema,
   domain: z.string({ error: domainsExpected }).refine(isDomain, { error: domainsExpected }).default(DEFAULT_DOMAIN), // a domain of the registry (src/domains/index.ts)
   // the domain's prompt templates (domains that have them): a mapping, or a YAML file beside the scenario (src/domains/prompts.ts)
@@ -76,7 +136,11 @@ export const scenarioSchema = z.strictObject({
     lora: z.strictObject({
       rank: int(1, LIMITS.rank).default(8),
       alpha: positive.optional(), // default 2·rank
-      modules: z.array(z.enum(LORA_MODULES, { error: `expected one of ${LORA_MODULES.join(', ')}` })).min(1).default(['q_proj', 'v_proj']),
+      modules: z
+        .array(z.enum(LORA_MODULES, { error: `expected one of ${LORA_MODULES.join(', ')}` }))
+        .min(1, { error: 'expected at least one module' })
+        .refine((modules) => new Set(modules).size === modules.length, { error: 'a module is named twice; name each once' })
+        .default(['q_proj', 'v_proj']),
       init: z.enum(['peft', 'gaussian']).default('peft'),
     }).prefault({}),
   }).prefault({}),
@@ -94,10 +158,18 @@ export const scenarioSchema = z.strictObject({
     answersPerStudent: int(1, LIMITS.answersPerStudent).default(4), // samples per (task, student): the solve rate's denominator
     maxTokens: int(1, MAX_CONTEXT).default(32),
   }).prefault({}),
-  rewards: z.strictObject({
-    invalidPenalty: z.number().default(-1),
-    zeroAtUnsolved: z.boolean().default(true), // a valid task no student solves earns 0, not 1 (AZR)
-  }).prefault({}),
+  rewards: z
+    .strictObject({
+      invalidPenalty: z.number().default(-1),
+      zeroAtUnsolved: z.boolean().default(true), // a valid task no student solves earns 0, not 1 (AZR)
+      hook: z.string({ error: 'expected the path of a reward hook module' }).refine(isPluginReference, { error: 'expected the path of a reward hook module (e.g. ./rewards/shaping.js)' }).optional(), // absent: AZR's rules (src/rewards/rules.ts)
+      options: z.record(z.string(), z.unknown(), { error: 'expected a mapping of the hook\'s options' }).optional(),
+    })
+    .superRefine((r, ctx) => {
+      if (r.hook !== undefined) pluginOptions(ctx, rewardHookOptions(r.hook), r.options, ['options'], r.hook);
+      else if (r.options !== undefined) ctx.addIssue({ code: 'custom', path: ['options'], message: 'options are for a reward hook: name one in rewards.hook, or remove rewards.options' });
+    })
+    .prefault({}),
   rl: z.strictObject({
     lr: positive.default(1e-3),
     klCoef: z.number().min(0).default(0),
@@ -106,7 +178,7 @@ export const scenarioSchema = z.strictObject({
     reduction: z.enum(['token', 'sequence']).default('token'),
     advantageGroups: z.enum(['role-and-task', 'role', 'none']).default('role-and-task'),
   }).prefault({}),
-  rating: z.discriminatedUnion('system', [
+  rating: builtInOrPlugin('system', z.discriminatedUnion('system', [
     z.strictObject({
       system: z.literal('elo').optional(), // the default
       k: positive.default(16), // Elo step
@@ -120,13 +192,19 @@ export const scenarioSchema = z.strictObject({
       tau: z.number({ error: 'expected a number' }).min(0, { error: 'expected a number >= 0' }).default(25 / 300),
       drawProbability: z.number({ error: 'expected a number' }).min(0, { error: 'expected a number in [0, 1)' }).lt(1, { error: 'expected a number in [0, 1)' }).default(0.1),
     }),
-  ], { error: 'expected system: elo or trueskill' }).prefault({}),
+  ], { error: 'expected system: elo or trueskill, or the path of a plug-in module' }).prefault({}), z.strictObject({
+    system: z.string(), // a plug-in module
+    options: z.record(z.string(), z.unknown(), { error: 'expected a mapping of the rating system\'s options' }).optional(),
+  }).superRefine((r, ctx) => pluginOptions(ctx, ratingSystemOptions(r.system), r.options, ['options'], r.system))).prefault({}),
   evolution: z.strictObject({
     every: int(0).default(0), // 0 = no evolution
     fraction: z.number({ error: 'expected a number' }).gt(0, { error: 'expected a share in (0, 0.5]' }).max(0.5, { error: 'expected a share in (0, 0.5]: at most half of each role is replaced' }).default(0.25),
     selection: z.enum(['truncation', 'tournament', 'pbt']).default('truncation'),
     crossoverProbability: probability.default(0.5),
-    crossover: z.enum(['svd', 'module', 'rank', 'interpolate']).default('svd'),
+    crossover: z.union([z.enum(CROSSOVER_KINDS as [CrossoverKind, ...CrossoverKind[]]), z.string().refine(isPluginReference)], { error: CROSSOVER_EXPECTED }).default('svd'),
+    crossoverOptions: z.record(z.string(), z.unknown(), { error: 'expected a mapping of the crossover plug-in\'s options' }).optional(),
+    mutation: z.string({ error: 'expected the path of a plug-in module' }).refine(isPluginReference, { error: 'expected the path of a plug-in module (absent: Gaussian noise of scale sigma)' }).optional(), // absent: the built-in
+    mutationOptions: z.record(z.string(), z.unknown(), { error: 'expected a mapping of the mutation plug-in\'s options' }).optional(),
     sigma: z.number().min(0).default(0.05),
     optimizerState: z.enum(['reset', 'inherit']).default('reset'),
     fitness: z.enum(['rating', 'reward']).default('rating'), // rank by rating, or by mean reward over fitnessWindow steps
@@ -137,6 +215,15 @@ export const scenarioSchema = z.strictObject({
       .union([z.number(), z.literal('auto')], { error: THREADS_EXPECTED })
       .refine((t) => t === 'auto' || (Number.isInteger(t) && t >= 1 && t <= LIMITS.threads), { error: THREADS_EXPECTED })
       .default('auto'),
+  }).superRefine((e, ctx) => {
+    for (const [role, field, options] of [['mutate', e.mutation, e.mutationOptions], ['crossover', e.crossover, e.crossoverOptions]] as const) {
+      const optionsField = role === 'mutate' ? 'mutationOptions' : 'crossoverOptions';
+      if (field === undefined || !isPluginReference(field)) {
+        if (options !== undefined) ctx.addIssue({ code: 'custom', path: [optionsField], message: `options are for a plug-in operator: ${role === 'mutate' ? 'the built-in mutation takes sigma' : `the built-in crossover ${field} takes none`}; remove ${optionsField}` });
+      } else if (!isEvolutionOperator(field, role)) {
+        ctx.addIssue({ code: 'custom', path: [role === 'mutate' ? 'mutation' : 'crossover'], message: `the plug-in ${field} is not loaded with a ${role} function (a scenario's plug-ins are imported by loadScenario)` });
+      } else pluginOptions(ctx, evolutionOperatorOptions(field), options, [optionsField], field);
+    }
   }).prefault({}),
   checkpointEvery: int(0).default(0), // save adapters every N steps (0: at the end only)
   // a run over NATS (`populora run --nats URL`; src/cluster/): how many engine workers to expect and how members'
@@ -152,6 +239,9 @@ export const scenarioSchema = z.strictObject({
   // every member answers a fixed set of the domain's held-out tasks greedily at the last step (and every `every`
   // steps); the set depends on `seed` alone (arith: seed 1 is the set models/arith-tiny was scored on; python: a
   // sample of the 400 tasks models/python-tiny was scored on)
+  // what the run recorded of its plug-ins (scenario.json; src/scenario/plugins.ts): written by populora, checked on
+  // every load against the files as they are, so that a replay or a resume refuses a plug-in that changed
+  plugins: pluginRecordsSchema.optional(),
   evaluation: z.strictObject({
     tasks: int(1, LIMITS.heldOutTasks).default(200),
     every: int(0).default(0),
@@ -167,18 +257,19 @@ export type Scenario = Omit<ParsedScenario, 'prompts' | 'matchmaking'> & {
   prompts?: ScenarioPrompts; // absent for a domain without templates
 };
 
-export class ScenarioError extends Error {}
-
-/** Parses YAML text and validates it with a schema; errors name `file`, the field and what was expected. */
-export function parseYamlWith<T extends z.ZodType>(schema: T, text: string, file: string): z.infer<T> {
+/** Parses YAML text to a plain value; errors name `file`. */
+export function parseYaml(text: string, file: string): unknown {
   const document = parseDocument(text, { prettyErrors: true });
   if (document.errors.length > 0) throw new ScenarioError(`${file}: not valid YAML: ${document.errors[0]!.message}`);
-  let value: unknown;
   try {
-    value = document.toJS(); // refuses a document whose aliases would expand without bound (a "billion laughs")
+    return document.toJS(); // refuses a document whose aliases would expand without bound (a "billion laughs")
   } catch (error) {
     throw new ScenarioError(`${file}: not valid YAML: ${(error as Error).message} (write the values out instead of through so many aliases)`);
   }
+}
+
+/** Validates a value with a schema; errors name `file`, the field and what was expected. */
+export function validateWith<T extends z.ZodType>(schema: T, value: unknown, file: string): z.infer<T> {
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -189,13 +280,39 @@ export function parseYamlWith<T extends z.ZodType>(schema: T, text: string, file
   return parsed.data;
 }
 
+/** Parses YAML text and validates it with a schema; errors name `file`, the field and what was expected. */
+export function parseYamlWith<T extends z.ZodType>(schema: T, text: string, file: string): z.infer<T> {
+  return validateWith(schema, parseYaml(text, file), file);
+}
+
+export interface ScenarioOptions {
+  /** What a relative `model.path` is taken relative to (default: the working directory). */
+  relativeTo?: string;
+  /** What a plug-in's relative path is taken relative to (default: the scenario file's folder). */
+  pluginsRelativeTo?: string;
+}
+
 /**
  * Parses and validates scenario text; `file` names it in errors. A relative `model.path` is taken relative to
  * `relativeTo` (default: the working directory) and stored absolute, so that a run folder's scenario.json names
- * the same model from any working directory.
+ * the same model from any working directory. A scenario that names plug-ins needs them loaded in this process
+ * first: readScenario and loadScenario do that.
  */
-export function parseScenario(text: string, file: string, options: { relativeTo?: string } = {}): Scenario {
-  const { prompts: givenPrompts, ...parsed } = parseYamlWith(scenarioSchema, text, file);
+export function parseScenario(text: string, file: string, options: ScenarioOptions = {}): Scenario {
+  return scenarioFrom(parseYaml(text, file), file, options);
+}
+
+/** parseScenario, after importing the plug-ins the scenario names (relative paths: from the scenario file's folder). */
+export async function readScenario(text: string, file: string, options: ScenarioOptions = {}): Promise<Scenario> {
+  const raw = parseYaml(text, file);
+  await loadScenarioPlugins(raw, file, options.pluginsRelativeTo ?? dirname(resolve(file)));
+  return scenarioFrom(raw, file, options);
+}
+
+/** A raw scenario (YAML or JSON as a value) validated and resolved. */
+export function scenarioFrom(raw: unknown, file: string, options: ScenarioOptions = {}): Scenario {
+  const withPlugins = withPluginRecords(raw, file, options.pluginsRelativeTo ?? dirname(resolve(file)));
+  const { prompts: givenPrompts, ...parsed } = validateWith(scenarioSchema, withPlugins, file);
   const domain = domainNamed(parsed.domain);
   const types = parsed.tasks.types ?? [...domain.taskTypes];
   const foreign = types.find((type) => !domain.taskTypes.includes(type));
@@ -235,14 +352,30 @@ function modelFolder(path: string, file: string, relativeTo: string): string {
   return absolute;
 }
 
-export function loadScenario(file: string): Scenario {
-  let text: string;
+/**
+ * The scenario without its machine settings (the CPU backend's threads), which never change a bit of a run: what a
+ * resume, a replay and a cluster's workers compare.
+ */
+export function withoutMachineSettings(scenario: Scenario): Scenario {
+  return typeof scenario.backend === 'string' ? scenario : { ...scenario, backend: scenario.backend.name };
+}
+
+function readScenarioText(file: string): string {
   try {
-    text = readFileSync(file, 'utf8');
+    return readFileSync(file, 'utf8');
   } catch (error) {
     throw new ScenarioError(`${file}: cannot read the scenario (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   }
-  return parseScenario(text, file);
+}
+
+/** Reads and validates a scenario file whose plug-ins, if it names any, this process has loaded (else: openScenario). */
+export function loadScenario(file: string): Scenario {
+  return parseScenario(readScenarioText(file), file);
+}
+
+/** Reads a scenario file, imports the plug-ins it names, and validates it (the library's `loadScenario`). */
+export async function openScenario(file: string): Promise<Scenario> {
+  return readScenario(readScenarioText(file), file);
 }
 
 /** A preset model's configuration, grown to its domain, and its character tokenizer. */
@@ -293,10 +426,8 @@ export function checkScenarioLimits(scenario: Scenario, file: string): void {
   const prompt = Math.max(...scenario.tasks.types.map((type) => domain.proposalPrompt(type, [], prompts).prompt.length)) + 1; // and a BOS
   if (prompt >= context) fail(scenario.prompts ? 'prompts' : 'sampling.maxTokens', `a ${prompt}-token prompt leaves no room for an answer in the model's ${context}-token context; use shorter prompts (prompts.style: plain) or a model with a longer context`);
   if (scenario.sampling.maxTokens + prompt > context) fail('sampling.maxTokens', `${scenario.sampling.maxTokens} tokens leave no room in the model's ${context}-token context for a ${prompt}-token prompt; use at most ${context - prompt}`);
-  for (const module of lora.modules) {
-    const { inFeatures, outFeatures } = loraModuleShape(config, module);
-    if (lora.rank > Math.min(inFeatures, outFeatures)) fail('population.lora.rank', `rank ${lora.rank} exceeds ${module}'s ${inFeatures} x ${outFeatures} in this model (hidden size ${config.hiddenSize}): a LoRA rank above the smaller dimension adds parameters and no capacity; use at most ${Math.min(inFeatures, outFeatures)}`);
-  }
+  const limit = maxLoraRank(config, lora.modules);
+  if (lora.rank > limit.rank) fail('population.lora.rank', `rank ${lora.rank} ${rankExceeds(limit, config)}`);
   checkStepMemory(scenario, config, fail);
 }
 

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import { savePeftAdapter, type LoraAdapter } from '../model/peft.js';
-import type { Scenario } from '../scenario/scenario.js';
+import { withoutMachineSettings, type Scenario } from '../scenario/scenario.js';
 import type { AdamWState } from '../train/adamw.js';
 import { asDiskFull, jsonText, resumeAdvice, RunFolderError, syncPath, writeNewFile, type Disk } from '../runtime/durable.js';
 import { canonical, type LogPosition } from '../runtime/event-log.js';
@@ -28,7 +28,7 @@ export type RecordedScenario = Omit<Scenario, 'steps'>;
 
 /** A scenario as a checkpoint records it, as plain JSON (what a manifest holds, and what it is compared with). */
 export function recordedScenario(scenario: Scenario): RecordedScenario {
-  const { steps: _, ...recorded } = scenario;
+  const { steps: _, ...recorded } = withoutMachineSettings(scenario);
   return JSON.parse(JSON.stringify(recorded)) as RecordedScenario;
 }
 

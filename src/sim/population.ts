@@ -26,6 +26,9 @@ import { tokenTexts } from '../model/token-texts.js';
 import { LocalEngineCore, type CoreSettings, type EngineCore } from '../engine/core.js';
 import { presetModel, ScenarioError, type Scenario } from '../scenario/scenario.js';
 import { ratingSystem } from '../rating/rating.js';
+import { rewardRules } from '../rewards/rules.js';
+import { childMaker } from '../evolution/registry.js';
+import { isPluginReference, pluginLabel } from '../scenario/plugin-fields.js';
 import type { Service, World } from '../runtime/world.js';
 import { threadCount } from '../runtime/worker-threads.js';
 
@@ -104,7 +107,20 @@ export function coreSettings(scenario: Scenario, parts: ModelInfo): CoreSettings
     optimizer: { lr: rl.lr, maxGradNorm: rl.maxGradNorm },
     lora: { rank: population.lora.rank, modules: population.lora.modules },
     evolutionThreads: threadCount(evolution.threads),
+    operators: {
+      mutate: evolution.mutation === undefined ? null : childMaker(evolution.mutation, 'mutate', evolution.mutationOptions),
+      crossover: isPluginReference(evolution.crossover) ? childMaker(evolution.crossover, 'crossover', evolution.crossoverOptions) : null,
+    },
   };
+}
+
+/**
+ * How a plug-in is named in what a run writes besides scenario.json (messages, lineage): file@sha256, so that the
+ * run's hash does not depend on the folder it was loaded from. A built-in's name stays as it is.
+ */
+function pluginName(scenario: Scenario, field: string, value: string): string {
+  const record = scenario.plugins?.find((p) => p.field === field);
+  return record && isPluginReference(value) ? pluginLabel(record) : value;
 }
 
 /** The number of adapter slots a scenario's population needs. */
@@ -137,11 +153,12 @@ export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: Engi
   const prompts = promptSet(domain, scenario.prompts);
   const promptCharacters = parts.maxContext - sampling.maxTokens - 1; // one token per character at most, after a BOS
   const shown = domain.seedReferences.length > 0 ? scenario.tasks.references : 0; // a domain without seed references shows none
-  const teacherConfig = { domain, prompts, taskTypes: scenario.tasks.types, perTeacher: scenario.tasks.perTeacher, references: shown, promptCharacters, rewards: scenario.rewards };
+  const rewards = rewardRules(scenario.rewards);
+  const teacherConfig = { domain, prompts, taskTypes: scenario.tasks.types, perTeacher: scenario.tasks.perTeacher, references: shown, promptCharacters, rewards };
   const references = shown > 0 ? [...domain.seedReferences] : [];
   for (const m of members) {
     if (m.role === 'teacher') world.actor(teacherAt(m.id), restored<TeacherState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, proposals: [], references }), teacherHandler(teacherConfig));
-    else world.actor(studentAt(m.id), restored<StudentState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, assignments: [], answers: [] }), studentHandler({ domain, prompts, answersPerTask: sampling.answersPerStudent }));
+    else world.actor(studentAt(m.id), restored<StudentState>(m.id, { id: m.id, subpopulation: m.subpopulation, slot: m.slot, assignments: [], answers: [] }), studentHandler({ domain, prompts, answersPerTask: sampling.answersPerStudent, rewards }));
   }
   const ratings = ratingSystem(scenario.rating);
   const policy = matchPolicy(scenario.matchmaking.policy);
@@ -162,7 +179,8 @@ export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: Engi
         every: evolution.every,
         policy: evolution.selection === 'tournament' ? { kind: 'tournament', fraction: evolution.fraction, size: 2 } : { kind: evolution.selection, fraction: evolution.fraction },
         crossoverProbability: evolution.crossoverProbability,
-        crossover: evolution.crossover,
+        crossover: pluginName(scenario, 'evolution.crossover', evolution.crossover),
+        mutation: evolution.mutation === undefined ? null : pluginName(scenario, 'evolution.mutation', evolution.mutation),
         sigma: evolution.sigma,
         optimizerState: evolution.optimizerState,
         fitness: evolution.fitness,

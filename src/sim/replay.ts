@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Backend } from '../backend/backend.js';
-import { parseScenario, type Scenario } from '../scenario/scenario.js';
+import { readScenario, type Scenario } from '../scenario/scenario.js';
 import { checkpointProblems, checkpointSteps, filesUnder, recordedScenario, type CheckpointManifest } from './checkpoints.js';
 import { firstDifference, shown } from './differences.js';
 import { RunFolderError } from '../runtime/durable.js';
@@ -35,6 +35,7 @@ export type ReplayVerdict =
 export interface ReplayOptions {
   backend?: Backend;
   verifierWorkers?: number;
+  threads?: number; // the CPU backend's, over the scenario's: results do not depend on them
 }
 
 const SUMMARY_FILE = 'summary.json';
@@ -45,13 +46,13 @@ const NOT_CHECKED = new Set(['report.html', LOCK_FILE]);
 export async function replayRun(dir: string, options: ReplayOptions = {}): Promise<ReplayVerdict> {
   const scenarioFile = join(dir, SCENARIO_FILE);
   if (!existsSync(scenarioFile)) throw new RunFolderError(`${dir}: not a run folder (no ${SCENARIO_FILE})`);
-  const scenario = parseScenario(readFileSync(scenarioFile, 'utf8'), scenarioFile, { relativeTo: dir });
+  const scenario = await readScenario(readFileSync(scenarioFile, 'utf8'), scenarioFile, { relativeTo: dir });
   const eventsFile = join(dir, EVENTS_FILE);
   if (!existsSync(eventsFile)) throw new RunFolderError(`${eventsFile} is missing: there is no recorded run to replay (a run writes its log from its first step; was it started?)`);
   const recorded = readEventLog(eventsFile);
   const scratch = mkdtempSync(join(tmpdir(), 'populora-replay-'));
   try {
-    await runScenario(scenario, { outDir: scratch, scenarioFile, backend: options.backend, verifierWorkers: options.verifierWorkers, checkpointAt: checkpointSteps(dir) });
+    await runScenario(scenario, { outDir: scratch, scenarioFile, backend: options.backend, verifierWorkers: options.verifierWorkers, threads: options.threads, checkpointAt: checkpointSteps(dir) });
     const replayed = readEventLog(join(scratch, EVENTS_FILE));
     const log = compareLogs(recorded.events, replayed.events, recorded.hash, replayed.hash);
     const checkpoints = checkpointSteps(dir).map((step) => ({ step, ...checkpointProblems(dir, step) }));

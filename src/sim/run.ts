@@ -42,6 +42,7 @@ export { EVENTS_FILE, METRICS_FILE, SCENARIO_FILE } from './resume.js';
 export interface RunOptions {
   outDir: string;
   verifierWorkers?: number; // default 1; results do not depend on it
+  threads?: number; // the CPU backend's threads, over the scenario's; results do not depend on them
   resume?: boolean; // continue from the folder's last checkpoint
   overwrite?: boolean; // replace an earlier run in the folder (cleared under the folder's lock)
   backend?: Backend; // an open backend to use (kept open); default: open the scenario's
@@ -117,7 +118,7 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
       parts = modelInfo(scenario, options.scenarioFile); // the weights are the workers' to load
       core = await options.engineCore(parts);
     } else {
-      backend ??= await openBackend(scenario.backend);
+      backend ??= await openBackend(scenario.backend, undefined, options.threads);
       const model = buildModel(scenario, backend, options.scenarioFile);
       [parts, core] = [model, localCore(scenario, model)];
     }

@@ -16,6 +16,8 @@ import { readFileSync } from 'node:fs';
 import { basename, dirname, extname, resolve } from 'node:path';
 import { z } from 'zod';
 import { parseScenario, parseYamlWith, ScenarioError, type Scenario } from '../scenario/scenario.js';
+import { fieldOf, withAbsolutePluginPaths } from '../scenario/plugin-fields.js';
+import { loadScenarioPlugins } from '../scenario/plugins.js';
 
 const overrides = z.record(z.string(), z.unknown(), { error: 'expected a mapping of scenario fields (dotted paths) to values' });
 
@@ -61,8 +63,29 @@ export function computeOf(s: Scenario): Compute {
   return { proposalsPerStep, answersPerStep: proposalsPerStep * s.matchmaking.studentsPerTask * s.sampling.answersPerStudent, maxTokens: s.sampling.maxTokens, steps: s.steps };
 }
 
-/** Reads a sweep file, expands its grid and validates every run; throws a ScenarioError naming the field. */
+/**
+ * Reads a sweep file, expands its grid and validates every run; throws a ScenarioError naming the field. The
+ * plug-ins the runs name must be loaded already: openSweep does that.
+ */
 export function planSweep(file: string): SweepPlan {
+  const { runs, ...plan } = expandSweep(file);
+  const resolved = runs.map(({ raw, ...run }) => {
+    const scenario = resolveRun(raw, run.overrides, file, run.dir);
+    return { ...run, scenario, compute: computeOf(scenario) };
+  });
+  if (plan.equalCompute) checkEqualCompute(resolved, file);
+  return { ...plan, runs: resolved };
+}
+
+/** planSweep, after importing the plug-ins its runs name (the base scenario's, and any an override names). */
+export async function openSweep(file: string): Promise<SweepPlan> {
+  const { runs, file: path } = expandSweep(file);
+  for (const run of runs) await loadScenarioPlugins(run.raw, `${file} (run ${run.dir})`, dirname(path));
+  return planSweep(file);
+}
+
+/** A sweep's runs before validation: each run's raw scenario, plug-in paths made absolute. */
+function expandSweep(file: string): Omit<SweepPlan, 'runs'> & { runs: Array<Omit<PlannedRun, 'scenario' | 'compute'> & { raw: Record<string, unknown> }> } {
   const path = resolve(file);
   let text: string;
   try {
@@ -72,7 +95,8 @@ export function planSweep(file: string): SweepPlan {
   }
   const sweep = parseYamlWith(sweepSchema, text, file);
   const basePath = sweep.base === undefined ? null : resolve(dirname(path), sweep.base);
-  const base = basePath === null ? sweep.scenario! : readBase(basePath, file);
+  // a plug-in is named relative to the file that names it: the base scenario's, or the sweep's
+  const base = basePath === null ? withAbsolutePluginPaths(sweep.scenario!, dirname(path)) : withAbsolutePluginPaths(readBase(basePath, file), dirname(basePath));
   const name = sweep.name ?? basename(path, extname(path));
   const axes: Array<{ field: string; values: unknown[] }> = Object.entries(sweep.grid).map(([field, values]) => ({ field, values: expandRanges(values, field, file) }));
   const variants: Array<[string | null, Record<string, unknown>]> = sweep.variants ? Object.entries(sweep.variants) : [[null, {}]];
@@ -82,17 +106,16 @@ export function planSweep(file: string): SweepPlan {
   for (const [variant, fields] of variants) for (const field of Object.keys(fields)) checkPath(field, file, `variants.${variant}`);
 
   // Variants vary fastest (seed 1 of every variant, then seed 2, ...): a sweep stopped part-way has run every group.
-  const runs: PlannedRun[] = [];
+  const runs: Array<Omit<PlannedRun, 'scenario' | 'compute'> & { raw: Record<string, unknown> }> = [];
   for (const point of product(axes)) {
     for (const [variant, fields] of variants) {
       const overrides: Record<string, unknown> = { ...sweep.overrides, ...fields, ...Object.fromEntries(point) };
       const dir = runName(variant, point, axes);
       const group = [variant, ...point.filter(([field]) => field !== 'seed').map(([field, value]) => `${leafOf(field, axes)}=${shownValue(value)}`)].filter(Boolean).join(', ') || name;
       const raw = structuredClone(base);
-      for (const [field, value] of Object.entries(overrides)) setField(raw, field, value, file, variant);
+      for (const [field, value] of Object.entries(overrides)) setField(raw, field, pluginPathsOf(field, value, dirname(path)), file, variant);
       if (!('name' in overrides)) raw.name = `${name}.${dir}`;
-      const scenario = resolveRun(raw, overrides, file, dir);
-      runs.push({ dir, group, variant, overrides, scenario, compute: computeOf(scenario) });
+      runs.push({ dir, group, variant, overrides, raw });
     }
   }
   const dirs = new Set<string>();
@@ -100,8 +123,17 @@ export function planSweep(file: string): SweepPlan {
     if (dirs.has(run.dir)) throw new ScenarioError(`${file}: two runs would share the folder "${run.dir}": give the variants or values names that differ`);
     dirs.add(run.dir);
   }
-  if (sweep.equalCompute) checkEqualCompute(runs, file);
   return { file: path, name, base: basePath, equalCompute: sweep.equalCompute, runs };
+}
+
+/** An override's value with the plug-in paths in it made absolute (relative to the sweep file's folder). */
+function pluginPathsOf(field: string, value: unknown, baseDir: string): unknown {
+  const holder: Record<string, unknown> = {};
+  let node = holder;
+  const names = field.split('.');
+  for (const name of names.slice(0, -1)) node = node[name] = {};
+  node[names.at(-1)!] = value;
+  return fieldOf(withAbsolutePluginPaths(holder, baseDir), field);
 }
 
 function readBase(path: string, file: string): Record<string, unknown> {

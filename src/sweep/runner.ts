@@ -159,7 +159,9 @@ async function schedule(plan: SweepPlan, state: SweepState, options: SweepOption
           return;
         }
         const resuming = existsSync(join(out, run.dir, EVENTS_FILE));
-        const args = resuming ? ['run', '--resume', join(out, run.dir)] : ['run', scenarioFileOf(out, run.dir), '--out', join(out, run.dir)];
+        // the cores shared among the runs at a time: each CPU backend's threads (over a scenario's own)
+        const threads = ['--threads', String(Math.max(1, Math.floor(availableParallelism() / options.parallel)))];
+        const args = resuming ? ['run', '--resume', join(out, run.dir), ...threads] : ['run', scenarioFileOf(out, run.dir), '--out', join(out, run.dir), ...threads];
         const child = spawnRun(options.cli ?? compiledWorker(new URL('../cli/main.js', import.meta.url)), args, logFileOf(out, run.dir));
         running.set(run.dir, child);
         Object.assign(run, { status: 'running', attempts: run.attempts + 1 });
