@@ -303,6 +303,29 @@ describe('through the fenced sandbox processes', () => {
   }, 120_000);
 });
 
+describe('a program that turns its own meters off', () => {
+  it('is bounded by what it cannot reach: the guard ends it as a fault, and the next job is judged normally (red team F6)', async () => {
+    const pool = new PythonVerifierPool(1, { realBuiltinsForTests: true, wallClockGuardMs: 3_000 });
+    try {
+      const job = (program: string): VerifyJob => ({ kind: 'validate', taskType: 'code_o', text: proposalText(program, ['']) });
+      const unmetered = `${SANDBOX}import tracemalloc
+limits = sys.modules['populora_sandbox.limits']
+def f():
+    limits._run.limit = 10 ** 15  # its fuel, the memory tracer and the recursion limit are Python state it holds
+    tracemalloc.stop()
+    sys.setrecursionlimit(10 ** 6)
+    while True:
+        pass`;
+      const [endless, next] = await pool.verify([job(unmetered), job('def f():\n    return 41 + 1')]);
+      expect(endless).toMatchObject({ kind: 'fault', detail: expect.stringMatching(/wall-clock guard/) });
+      expect(next).toMatchObject({ kind: 'validate', validation: { valid: true, task: { outputs: ['42'] } } });
+      expect(pool.faults).toBe(1);
+    } finally {
+      await pool.close();
+    }
+  }, 300_000);
+});
+
 describe('a worker that dies under a job', () => {
   it('retries the job on a fresh process within what is left of its guard, and answers (red team F17)', async () => {
     const pool = new PythonVerifierPool(1, { realBuiltinsForTests: true, wallClockGuardMs: 150_000 }); // a loaded machine is slow

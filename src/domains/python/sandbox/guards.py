@@ -16,7 +16,7 @@ import re
 import sys
 import types
 from .regex_checks import PATTERN_METHODS, _pattern_method
-from .limits import MADE_ITEMS_PER_FUEL, WALKED_ITEMS_PER_FUEL, MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_MODPOW_COST, MAX_RANGE, PROGRAM_FILE, PROGRAM_MODULE, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow
+from .limits import MADE_ITEMS_PER_FUEL, CHECKED_ITEMS_PER_FUEL, WALKED_ITEMS_PER_FUEL, MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_MODPOW_COST, MAX_RANGE, PROGRAM_FILE, PROGRAM_MODULE, RANGE_ITEMS_PER_FUEL, _charge, _refuse, _run, _shallow
 
 # ---- layer 3: the guards the rewritten program calls --------------------------------------------------------------
 
@@ -364,13 +364,13 @@ def _checked_join(method, separator):
 
     def join(iterable):
         items = iterable if type(iterable) is list or type(iterable) is tuple else list(iterable)
+        _charge(len(items), CHECKED_ITEMS_PER_FUEL)  # before the sizes are summed, which costs more than the join itself
         try:
             size = sum(map(true_len, items)) + len(separator) * max(len(items) - 1, 0)
         except TypeError:
             return method(items)  # an item of another type: join raises the same error
         if size > MAX_ITEMS:
             _refuse('memory', f'a join of {size} items exceeds the limit of {MAX_ITEMS}')
-        _charge(len(items), WALKED_ITEMS_PER_FUEL)
         _charge(size)
         return method(items)
     return join

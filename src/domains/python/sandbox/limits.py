@@ -20,7 +20,8 @@ MAX_RANGE = 1_000_000  # items of one range: C code (sum, list, sorted…) walks
 RANGE_ITEMS_PER_FUEL = 16  # items of a range made or walked by C code (sum, sorted, list…) per step of fuel: such a walk
 #                             makes an int per item; a range a `for` statement walks is not charged (its loop pays)
 MADE_ITEMS_PER_FUEL = 1024  # items (or bits) one C call makes (a `*` sequence, a padding, a big integer) per step
-WALKED_ITEMS_PER_FUEL = 16  # items C code compares or the sandbox's own walks look at (==, in, a nesting check) per step: as dear as a line
+WALKED_ITEMS_PER_FUEL = 16  # items C code walks for the program (in, count, find, sum, a slice) per step: as dear as a line
+CHECKED_ITEMS_PER_FUEL = 4  # items the sandbox's own checks look at (a nesting walk, a join's sizes): dearer than C's walks
 MAX_FORMAT_WIDTH = 10_000  # width or precision in a format spec ('%*d', f'{x:>{w}}', '{:.{p}f}')
 MAX_MODPOW_COST = 10**9  # pow(a, b, m): bits of b times (limbs of m) squared
 MAX_REGEX_REPEAT = 10_000  # a counted repeat in a regular expression, nested counts multiplied
@@ -159,7 +160,7 @@ def _too_deep(root, charge=None, limit=MAX_NESTING, nestable=_nestable, compress
             if not isinstance(items, (list, tuple)):
                 items = list(items)
             if charge is not None:
-                charge(len(items), WALKED_ITEMS_PER_FUEL)
+                charge(len(items), CHECKED_ITEMS_PER_FUEL)
                 if run.used > run.limit:
                     return True
             nested = list(compress(items, map(nestable.__getitem__, map(type, items))))
