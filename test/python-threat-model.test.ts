@@ -10,6 +10,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { VerifyJob } from '../src/domains/domain.js';
 import { CLOCK_EPOCH_MS } from '../src/domains/python/host-calls.js';
@@ -334,9 +335,9 @@ describe('a worker that dies under a job', () => {
       const slow = 'def f():\n    return sum(range(2 * 10 ** 7)) % 7'; // through the door: C work, no fuel, a second or more
       const job: VerifyJob = { kind: 'validate', taskType: 'code_o', text: proposalText(slow, ['']) };
       const processes = (pool as unknown as { processes: Array<{ child: { kill(signal: string): boolean } }> }).processes;
-      const killer = setTimeout(() => processes[0]!.child.kill('SIGKILL'), 300); // mid-job: a death, not a refusal
+      const killed = sleep(300).then(() => processes[0]!.child.kill('SIGKILL')); // mid-job: a death, not a refusal
       const [outcome] = await pool.verify([job]);
-      clearTimeout(killer);
+      await killed;
       expect(outcome).toMatchObject({ kind: 'validate', validation: { valid: true, task: { outputs: ['1'] } } }); // (2e7 · (2e7 - 1) / 2) mod 7
       expect(pool.faults).toBe(0);
       expect(pool.jobTimes[0]).toBeGreaterThan(300); // the try, the restart and the retry
