@@ -24,7 +24,8 @@ export interface EngineConfig {
   seed: number; // sampling seed (u32); with the request id and position it keys each token's draw
   temperature: number;
   topP: number;
-  maxTokens: number;
+  maxTokens: number; // a proposal's budget
+  answerMaxTokens: number; // an answer's (format answer/…)
   advantageGroups: 'role-and-task' | 'role' | 'none';
 }
 
@@ -83,7 +84,7 @@ export class EngineService implements Service {
       requestId: q.requestId,
       prompt: tokenizer.encodePrompt(q.prompt),
       adapter: q.slot,
-      maxTokens: this.config.maxTokens,
+      maxTokens: q.format.startsWith('answer/') ? this.config.answerMaxTokens : this.config.maxTokens,
       seed: this.config.seed,
       temperature: q.greedy ? 0 : this.config.temperature,
       topP: this.config.topP,

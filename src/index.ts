@@ -18,6 +18,9 @@ export {
   type ScenarioOptions,
 } from './scenario/scenario.js';
 export { runScenario, type RunOptions, type RunResult } from './sim/run.js';
+/** A run stopped at once (RunOptions.stopNow), and where a step in progress stands (RunOptions.onProgress). */
+export { RunStopped, type PhaseProgress } from './engine/pacer.js';
+export type { BatchTokensSetting } from './engine/budget.js';
 export { replayRun, describeEvent, type ReplayOptions, type ReplayVerdict } from './sim/replay.js';
 export { compare, type Comparison } from './report/compare.js';
 export { sweep, sweepPlugins, type SweepCallOptions } from './sweep/sweep.js';

@@ -52,13 +52,14 @@ describe('populora init-adapter refuses what cannot make sense', () => {
 });
 
 describe('other commands refuse nonsense by name', () => {
-  it('a negative mutation sigma, a fraction outside (0, 1], zero verifier workers', () => {
+  it('a negative mutation sigma, a fraction outside (0, 1], zero verifier workers, a budget that is no number of tokens', () => {
     const adapter = join(dir, 'adapter');
     execFileSync('node', [bin, 'init-adapter', '--model', modelDir, '--rank', '2', '--out', adapter]);
     const out = join(dir, 'never-child');
     expectRefused(populora('evolve', 'mutate', '--adapter', adapter, '--sigma', '-0.1', '--out', out), /--sigma must be a number >= 0/, out);
     expectRefused(populora('evolve', 'mutate', '--adapter', adapter, '--sigma', '0.1', '--fraction', '1.5', '--out', out), /--fraction must be in \(0, 1\]/, out);
     expectRefused(populora('run', 'scenarios/quickstart.yaml', '--verifier-workers', '0', '--out', join(dir, 'never-run')), /--verifier-workers must be from 1 to \d+, got 0/, join(dir, 'never-run'));
+    expectRefused(populora('run', 'scenarios/quickstart.yaml', '--batch-tokens', '1.5', '--out', join(dir, 'never-run')), /--batch-tokens must be a whole number of tokens >= 1, auto or unbounded, got "1.5"/, join(dir, 'never-run'));
   });
 
   it('a scenario naming a LoRA module twice', () => {

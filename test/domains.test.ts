@@ -134,6 +134,10 @@ describe('the domain registry', () => {
       expect(m.timing!.verifierMs).toBeGreaterThan(0); // each batch took one 5 ms tick
       expect(m.timing!.verifierShare).toBeCloseTo(m.timing!.verifierMs / m.timing!.stepMs, 12);
       expect(m.timing!.validationsPerSecond).toBeGreaterThan(0);
+      // the engine's core timed: one update a step, one 5 ms tick; generation a tick a call (proposals, answers)
+      expect(m.timing!.trainMs).toBe(5);
+      expect([m.timing!.generateMs % 5, m.timing!.generateMs > 0]).toEqual([0, true]);
+      expect(m.timing!.generateMs + m.timing!.trainMs).toBeLessThanOrEqual(m.timing!.engineMs);
     }
 
     // The replay has no clock, so no timing: still identical. A changed timing is not a difference; any other field is.

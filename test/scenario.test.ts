@@ -6,6 +6,7 @@ import { availableParallelism, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { threadCount } from '../src/runtime/worker-threads.js';
 import { LIMITS, loadScenario, parseScenario } from '../src/scenario/scenario.js';
+import { LORA_MODULES } from '../src/model/peft.js';
 
 const minimal = 'name: t1\nseed: 3\nsteps: 5\nmodel: { preset: tiny }\npopulation: { subpopulations: 2 }\n';
 
@@ -71,6 +72,11 @@ describe('bounds', () => {
     expect(() => parseScenario(`${three}matchmaking: { policy: pfsp, studentsPerTask: 6 }\n`, 'ok.yaml')).not.toThrow();
   });
 
+  it('hold an answer\'s budget within a proposal\'s', () => {
+    expect(refused(`${minimal}sampling: { maxTokens: 20, answerMaxTokens: 21 }\n`)).toBe('big.yaml: field "sampling.answerMaxTokens": 21 tokens an answer, more than the 20 of a proposal (sampling.maxTokens), which sizes the prompts\' room in the context; use at most 20');
+    expect(() => parseScenario(`${minimal}sampling: { maxTokens: 20, answerMaxTokens: 4 }\n`, 'ok.yaml')).not.toThrow();
+  });
+
   it('hold maxTokens against the model\'s context and the LoRA rank against its dimensions', () => {
     // The tiny preset: a 512-token context, hidden size 64, k_proj and v_proj of 64 x 32.
     expect(refused(`${minimal}sampling: { maxTokens: 510 }\n`)).toMatch(/^big\.yaml: field "sampling\.maxTokens": 510 tokens leave no room in the model's 512-token context for a \d+-token prompt; use at most \d+$/);
@@ -78,11 +84,16 @@ describe('bounds', () => {
     expect(() => parseScenario(minimal.replace('{ subpopulations: 2 }', '{ subpopulations: 2, lora: { rank: 32, modules: [q_proj, v_proj] } }'), 'ok.yaml')).not.toThrow();
   });
 
-  it('hold the memory a step needs against this machine\'s', () => {
-    // Qwen2.5-0.5B's shape: 3 proposals answered 1024 times each, of up to 2048 tokens, cannot fit any machine.
+  it('hold the memory a step needs against this machine\'s: the whole step unbounded, else one micro-batch', () => {
+    // Qwen2.5-0.5B's shape: 3 proposals answered 1024 times each, of up to 2048 tokens, cannot fit any machine at once.
     const big = `name: big\nseed: 1\nsteps: 1\nmodel: { preset: qwen2.5-0.5b-shape }\npopulation: { subpopulations: 2 }\nsampling: { answersPerStudent: 1024, maxTokens: 2048 }\n`;
-    expect(refused(big)).toMatch(new RegExp(`^big\\.yaml: field "sampling\\.answersPerStudent": a step needs at least [\\d.]+ GiB .*, more than this machine's ${(totalmem() / 2 ** 30).toFixed(1)} GiB`));
-    expect(() => parseScenario(big.replace('1024', '1').replace('2048', '64'), 'ok.yaml')).not.toThrow();
+    const machine = `more than this machine's ${(totalmem() / 2 ** 30).toFixed(1)} GiB`;
+    expect(refused(`${big}batchTokens: unbounded\n`)).toMatch(new RegExp(`^big\\.yaml: field "sampling\\.answersPerStudent": a step needs at least [\\d.]+ GiB \\(\\d+ sequences of up to 2048 tokens at once \\(batchTokens: unbounded\\).*, ${machine}; give batchTokens a number of tokens`));
+    expect(refused(`${big}batchTokens: 100000000\n`)).toMatch(new RegExp(`^big\\.yaml: field "batchTokens": a step needs at least [\\d.]+ GiB \\(100000000 tokens at once.*, ${machine}; lower batchTokens`));
+    expect(() => parseScenario(big, 'ok.yaml')).not.toThrow(); // auto: micro-batches sized to the memory there is
+    expect(() => parseScenario(`${big.replace('1024', '1').replace('2048', '64')}batchTokens: unbounded\n`, 'ok.yaml')).not.toThrow();
+    expect(refused(`${big}batchTokens: 0\n`)).toBe('big.yaml: field "batchTokens": expected a whole number of tokens >= 1, auto or unbounded');
+    expect(refused(`${big}batchTokens: lots\n`)).toBe('big.yaml: field "batchTokens": expected a whole number of tokens >= 1, auto or unbounded');
   });
 
   it('refuse a YAML alias bomb at once, and a model folder that does not exist by its field', () => {
@@ -95,8 +106,15 @@ describe('bounds', () => {
 
 describe('shipped scenarios', () => {
   it('all validate', () => {
-    const files = ['scenarios', 'scenarios/policies'].flatMap((dir) => readdirSync(dir).filter((f) => f.endsWith('.yaml')).map((f) => `${dir}/${f}`));
-    expect(files.length).toBeGreaterThanOrEqual(9);
+    const files = ['scenarios', 'scenarios/policies', 'scenarios/scale'].flatMap((dir) => readdirSync(dir).filter((f) => f.endsWith('.yaml')).map((f) => `${dir}/${f}`));
+    expect(files.length).toBeGreaterThanOrEqual(10);
     for (const file of files) expect(() => loadScenario(file), file).not.toThrow();
+  });
+
+  it('include the real-size population the issue asks for', () => {
+    const s = loadScenario('scenarios/scale/qwen2.5-0.5b.yaml');
+    const { subpopulations, teachers, students, lora } = s.population;
+    expect([subpopulations * (teachers + students), lora.rank, [...lora.modules].sort()]).toEqual([8, 16, [...LORA_MODULES].sort()]);
+    expect([s.model, s.domain, s.sampling.maxTokens, s.sampling.answerMaxTokens, s.checkpointEvery]).toEqual([{ preset: 'qwen2.5-0.5b-shape', seed: 0 }, 'python', 256, 128, 1]);
   });
 });

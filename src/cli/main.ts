@@ -37,6 +37,14 @@ const number = (name: string) => (value: string) => {
   if (!Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${value}"`);
   return n;
 };
+/** `--batch-tokens`: a whole number of tokens, auto or unbounded (src/engine/budget.ts). */
+const batchTokens = (value: string) => {
+  if (value === 'auto' || value === 'unbounded') return value;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`--batch-tokens must be a whole number of tokens >= 1, auto or unbounded, got "${value}"`);
+  return n;
+};
+const batchTokensOption = () => new Option('--batch-tokens <n>', "tokens the engine's micro-batches hold, auto (from the memory available) or unbounded; overrides the scenario's batchTokens; the run is the same with any (docs/scale.md)").argParser(batchTokens);
 const backendOption = () => new Option('--backend <name>', 'compute backend').choices(BACKEND_CHOICES).default('auto');
 const verifierWorkersOption = () => new Option('--verifier-workers <n>', 'verifier sandbox processes (results do not depend on it)').argParser(integer('--verifier-workers', 1, LIMITS.threads)).default(1);
 const threadsOption = () => new Option('--threads <n>', 'CPU backend threads (default: the scenario\'s, else one per core; results do not depend on it)').argParser(integer('--threads', 1, MAX_THREADS));
@@ -144,6 +152,7 @@ program
   .option('--overwrite', 'replace an earlier run in the --out folder')
   .addOption(verifierWorkersOption())
   .addOption(threadsOption())
+  .addOption(batchTokensOption())
   .option('--nats <url>', 'run over NATS as the coordinator (e.g. nats://host:4222): messages on the server, verifier jobs on verifier workers (populora worker); credentials from the environment (docs/cluster.md)')
   .addOption(clusterOption())
   .action(runCommand(runScenarioCommand));
@@ -172,6 +181,7 @@ program
   .argument('<dir>', 'run folder')
   .addOption(verifierWorkersOption())
   .addOption(threadsOption())
+  .addOption(batchTokensOption())
   .action(runCommand(replayCommand));
 program
   .command('pretrain')

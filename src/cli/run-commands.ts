@@ -1,23 +1,25 @@
 // `populora run` and `populora replay`: a scenario in, a run folder out (with a progress bar and a summary
-// table; SIGINT and SIGTERM stop it at the end of a step, resumable); a run folder in, "identical" and its hash
-// out, or every file that differs from the replay (the first differing event among them), and exit code 1.
+// table; a first SIGINT or SIGTERM stops it at the end of a step, a second at once, resumable either way); a run
+// folder in, "identical" and its hash out, or every file that differs from the replay (the first differing event
+// among them), and exit code 1.
 
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
-import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
+import type { BatchTokensSetting } from '../engine/budget.js';
+import { RunStopped } from '../engine/pacer.js';
 import { loadRun, writeReport } from '../report/report.js';
 import { openScenario, readScenario } from '../scenario/scenario.js';
 import type { StepMetrics } from '../sim/metrics.js';
 import { describeEvent, replayRun } from '../sim/replay.js';
-import { runScenario } from '../sim/run.js';
+import { checkpointSteps, runScenario } from '../sim/run.js';
 import { EXIT_ABANDONED } from '../cluster/errors.js';
 import { clusterRunOptions } from './cluster-options.js';
 import { UsageError } from './run-command.js';
+import { percent, RunProgress } from './run-progress.js';
+import { SIGNAL_EXIT_CODES, stopOnSignals } from './stop-signals.js';
 
-const percent = (x: number | null) => (x === null ? '  -  ' : `${(100 * x).toFixed(0).padStart(3)}%`);
-
-export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; threads?: number; nats?: string; cluster: string }, command?: Command): Promise<void> {
+export async function runScenarioCommand(scenarioFile: string | undefined, options: { out?: string; resume?: string; overwrite?: boolean; verifierWorkers: number; threads?: number; nats?: string; cluster: string; batchTokens?: BatchTokensSetting }, command?: Command): Promise<void> {
   if (options.resume && scenarioFile) throw new UsageError('give either a scenario or --resume DIR, not both (a resumed run uses the scenario recorded in its folder)');
   if (options.nats && command?.getOptionValueSource('verifierWorkers') === 'cli') {
     throw new UsageError('--verifier-workers has no effect with --nats: over NATS the verifier runs on verifier workers; start them with populora worker SCENARIO --nats URL --verifier --threads N');
@@ -28,16 +30,13 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
   if (resumeDir && !existsSync(file)) throw new UsageError(`${resumeDir}: not a run folder (no scenario.json)`);
   const scenario = resumeDir ? await readScenario(readFileSync(file, 'utf8'), file, { relativeTo: resumeDir }) : await openScenario(file);
   const outDir = resumeDir ?? options.out ?? join('runs', basename(file, extname(file)));
-  const bar = new cliProgress.SingleBar(
-    { format: 'step {value}/{total} |{bar}| solve {solve} | teacher reward {reward} | valid {valid} | coverage {coverage} | {eta_formatted} left', hideCursor: true, etaBuffer: 4, noTTYOutput: true, notTTYSchedule: 30_000 },
-    cliProgress.Presets.shades_classic,
-  );
+  const bar = new RunProgress(scenario.steps);
   console.log(`${resumeDir ? 'resuming' : 'running'} ${scenario.name}: ${scenario.steps} steps → ${outDir}`);
   const history: StepMetrics[] = [];
   const cluster = options.nats ? await clusterRunOptions(scenario, options.nats, options.cluster, { outDir, onEvent: (event) => console.error(`\n${event}`) }) : null;
   if (options.nats) console.log(`over NATS at ${options.nats} (cluster ${options.cluster})`);
-  const stop = stopOnSignals();
-  cluster?.stopWith(stop.signal); // a stop with the server away gives up the step in progress (docs/cluster.md)
+  const stop = stopOnSignals({ first: 'finishing the step in progress, then saving a checkpoint and stopping', second: 'stopping now, inside the step; the run resumes from its last checkpoint' });
+  cluster?.stopWith(stop.afterStep); // a stop with the server away gives up the step in progress (docs/cluster.md)
   try {
     const result = await runScenario(scenario, {
       ...(cluster ? { transport: cluster.transport, verifierPool: cluster.verifierPool, engineCore: cluster.engineCore } : {}),
@@ -47,12 +46,18 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
       scenarioFile: file,
       verifierWorkers: options.verifierWorkers,
       threads: options.threads,
-      signal: stop.signal,
+      ...(options.batchTokens === undefined ? {} : { batchTokens: options.batchTokens }),
+      signal: stop.afterStep,
+      stopNow: stop.now,
       clock: () => performance.now(), // for metrics.jsonl's timing (the verifier's throughput), never for a decision
-      onStart: (step) => bar.start(scenario.steps, step, { solve: '  -  ', reward: '  -  ', valid: '  -  ', coverage: 0 }),
+      onStart: (step, setup) => {
+        if (setup.budget) console.log(`micro-batches: ${setup.budget}`);
+        bar.start(step);
+      },
+      onProgress: (progress) => bar.phase(progress),
       onStep: (m) => {
         history.push(m);
-        bar.update(m.step + 1, { solve: percent(m.solveRate), reward: m.teacherReward.toFixed(2), valid: percent(m.validity), coverage: m.coverage });
+        bar.step(m);
       },
     });
     bar.stop();
@@ -64,33 +69,14 @@ export async function runScenarioCommand(scenarioFile: string | undefined, optio
     }
   } catch (error) {
     bar.stop();
-    throw cluster?.failure() ?? error; // a server given up is the cause, whatever the run failed on
+    if (!(error instanceof RunStopped)) throw cluster?.failure() ?? error; // a server given up is the cause, whatever the run failed on
+    const last = checkpointSteps(outDir).at(-1);
+    console.log(`stopped at once on ${error.reason}, inside a step; continue the run from ${last === undefined ? 'its start' : `its checkpoint at step ${last}`} with: populora run --resume ${outDir}`);
+    process.exitCode = EXIT_ABANDONED; // not a clean stop: the step in progress is abandoned
   } finally {
     stop.dispose();
     await cluster?.close();
   }
-}
-
-/** The shell's convention: 128 + the signal's number. */
-const SIGNAL_EXIT_CODES: Record<string, number> = { SIGINT: 130, SIGTERM: 143 };
-
-/**
- * SIGINT or SIGTERM stops the run at the next safe point: the end of the step in progress, which is then
- * checkpointed. A second signal stops at once (the log holds every finished step; a resume re-runs from the last
- * checkpoint).
- */
-function stopOnSignals(): { signal: AbortSignal; dispose: () => void } {
-  const controller = new AbortController();
-  const onSignal = (name: NodeJS.Signals) => {
-    if (controller.signal.aborted) {
-      console.error(`\n${name} again: stopping now, without finishing the step; the run resumes from its last checkpoint`);
-      process.exit(EXIT_ABANDONED); // not a clean stop: the step in progress is abandoned
-    }
-    console.error(`\n${name}: finishing the step in progress, then saving a checkpoint and stopping (${name} again stops at once)`);
-    controller.abort(name);
-  };
-  for (const name of ['SIGINT', 'SIGTERM'] as const) process.on(name, onSignal);
-  return { signal: controller.signal, dispose: () => ['SIGINT', 'SIGTERM'].forEach((name) => process.off(name, onSignal)) };
 }
 
 function printSummary(history: StepMetrics[], outDir: string, hash: string, events: number): void {
@@ -127,8 +113,8 @@ function verifierLine(history: StepMetrics[]): string {
   return `verifier: ${validations} validations (${rate(validations, validationSeconds)}), ${checks} checks (${rate(checks, checkSeconds)}), ${stepMs > 0 ? `${((100 * verifierMs) / stepMs).toFixed(1)}%` : '-'} of the steps' time`;
 }
 
-export async function replayCommand(dir: string, options: { verifierWorkers: number; threads?: number }): Promise<void> {
-  const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers, threads: options.threads });
+export async function replayCommand(dir: string, options: { verifierWorkers: number; threads?: number; batchTokens?: BatchTokensSetting }): Promise<void> {
+  const verdict = await replayRun(dir, { verifierWorkers: options.verifierWorkers, threads: options.threads, ...(options.batchTokens === undefined ? {} : { batchTokens: options.batchTokens }) });
   for (const note of verdict.notes) console.log(`note: ${note}`);
   if (verdict.identical) {
     console.log(`identical: ${verdict.events} events, run hash ${verdict.hash}; every file of the run folder agrees with the replay`);

@@ -5,7 +5,8 @@
 //   - the kernels are batch-invariant and a token's draw is keyed by (seed, request id, position), so a request
 //     yields the same tokens in any batch;
 //   - gradients, their clipping and the optimizer state are per slot (objective.ts reduces per adapter);
-//   - the training report is summed per sample, in sample order, by the actor (not inside one batch's loop).
+//   - the training report is summed per sample, in sample order, by the actor (not inside one batch's loop);
+//   - generation and training run in micro-batches under the core's memory budget (budget.ts), which changes no bit.
 //
 // Slots are numbered across the whole population ("global" slots). A local core holds some of them in its bank,
 // in order, plus `scratch` slots for parents that live on another worker (evolution across shards).
@@ -24,6 +25,8 @@ import { AdamW, joinSlotStates, slotStateOf, type AdamWSlotState, type AdamWStat
 import { LlamaTrainer } from '../train/llama-backward.js';
 import type { PolicyGradientOptions } from '../train/objective.js';
 import { policyGradientStep, type RlSample } from '../train/steps.js';
+import { resolveBudget, type BatchTokensSetting, type MicroBatchBudget } from './budget.js';
+import type { Pacer } from './pacer.js';
 
 export interface ChildSpec {
   slot: number;
@@ -79,21 +82,27 @@ export interface CoreSettings {
   lora: { rank: number; modules: readonly LoraModule[] };
   evolutionThreads: number; // > 1: the SVD crossover's factorisations on a worker pool (the same children)
   operators?: { mutate: ChildMaker | null; crossover: ChildMaker | null }; // plug-in operators (src/evolution/registry.ts), run on the host
+  batchTokens?: BatchTokensSetting; // the micro-batches' budget on this machine (default auto; the same bits with any)
 }
 
 export class LocalEngineCore implements EngineCore {
   readonly bank: LoraBank;
   readonly optimizer: AdamW;
   readonly trainer: LlamaTrainer;
+  readonly budget: MicroBatchBudget;
   private readonly evolution: BankEvolution;
   private readonly local = new Map<number, number>(); // global slot → bank slot
 
-  /** Holds the global slots `held` (ascending) and `scratch` more for parents held elsewhere. */
+  /**
+   * Holds the global slots `held` (ascending) and `scratch` more for parents held elsewhere. The pacer, where
+   * given, is paused between pieces of the work (and told where it stands).
+   */
   constructor(
     readonly model: LlamaModel,
     private readonly settings: CoreSettings,
     readonly held: readonly number[],
     private readonly scratch = 0,
+    private readonly pacer?: Pacer,
   ) {
     held.forEach((slot, i) => {
       assert(i === 0 || slot > held[i - 1]!, 'an engine core holds its slots in ascending order');
@@ -104,6 +113,7 @@ export class LocalEngineCore implements EngineCore {
     this.optimizer = AdamW.forBank(backend, this.bank, config.numLayers, settings.optimizer);
     this.trainer = new LlamaTrainer(model, this.bank);
     this.evolution = new BankEvolution(this.bank, config, settings.evolutionThreads);
+    this.budget = resolveBudget(settings.batchTokens ?? 'auto', config, backend); // once the model and the bank hold their memory
   }
 
   /** The bank slot of a global slot this core holds (-1, the base model alone, stays -1). */
@@ -117,10 +127,11 @@ export class LocalEngineCore implements EngineCore {
   async generate(requests: readonly GenerationRequest[], formats: ReadonlyArray<FormatName | null>): Promise<GenerationResult[]> {
     const { domain, vocab } = this.settings;
     const local = requests.map((r) => ({ ...r, adapter: this.slotOf(r.adapter) }));
+    const run = { bank: this.bank, batchTokens: this.budget.generationTokens, pacer: this.pacer };
     if (domain.tokenAutomaton) {
       // The grammar compiled to the token level: masks computed on the device, tokens kept there between readbacks.
       const automata = formats.map((format) => (format ? domain.tokenAutomaton!(format, vocab) : null));
-      return generate(this.model, local, { bank: this.bank, ...(automata.some((a) => a !== null) ? { mask: { automata } } : {}) });
+      return generate(this.model, local, { ...run, ...(automata.some((a) => a !== null) ? { mask: { automata } } : {}) });
     }
     const masks = new Map(requests.map((r, i) => [r.requestId, formats[i] ? (domain.tokenMask?.(formats[i]!, vocab) ?? null) : null]));
     const textOf = (tokens: readonly number[]) => tokens.map((t) => vocab.texts[t]).join('');
@@ -129,11 +140,12 @@ export class LocalEngineCore implements EngineCore {
       return allowed === null ? null : allowed(textOf(generated), r.maxTokens - generated.length);
     };
     const masked = [...masks.values()].some((m) => m !== null); // without a mask the tokens stay on the device between readbacks
-    return generate(this.model, local, { bank: this.bank, ...(masked ? { mask } : {}) });
+    return generate(this.model, local, { ...run, ...(masked ? { mask } : {}) });
   }
 
   async train(samples: readonly RlSample[]): Promise<TrainResult> {
-    const report = await policyGradientStep(this.trainer, this.optimizer, samples.map((s) => ({ ...s, adapter: this.slotOf(s.adapter) })), this.settings.rl);
+    const local = samples.map((s) => ({ ...s, adapter: this.slotOf(s.adapter) }));
+    const report = await policyGradientStep(this.trainer, this.optimizer, local, this.settings.rl, { batchTokens: this.budget.trainingTokens, pacer: this.pacer });
     const { loss, entropy, tokens } = report.perSequence!;
     return {
       perSample: samples.map((_, i) => ({ loss: loss[i]!, entropy: entropy[i]!, tokens: tokens[i]! })),
@@ -194,10 +206,16 @@ export class LocalEngineCore implements EngineCore {
     const wanted = new Set(globals);
     const slots = this.held.filter((global) => wanted.has(global));
     const optimizer = await this.optimizer.exportSlots(slots.map((global) => this.slotOf(global)));
-    return Promise.all(slots.map(async (global, i): Promise<[number, SlotState]> => [global, { adapter: await this.bank.read(this.slotOf(global)), optimizer: optimizer[i]! }]));
+    const adapters = await this.bank.readSlots(slots.map((global) => this.slotOf(global)));
+    return slots.map((global, i): [number, SlotState] => [global, { adapter: adapters[i]!, optimizer: optimizer[i]! }]);
   }
 
   async state(): Promise<{ adapters: LoraAdapter[]; optimizer: AdamWState }> {
+    if (this.scratch === 0 && this.held.every((global, i) => global === i)) {
+      // every slot of the bank, in order: each tensor read once (a checkpoint of 8 real-size adapters and their
+      // moments is 0.8 GB; slot by slot it read the bank once a slot and copied the moments twice)
+      return { adapters: await this.bank.readSlots(this.held), optimizer: await this.optimizer.exportState() };
+    }
     const slots = (await this.exportSlots()).map(([, state]) => state);
     return { adapters: slots.map((s) => s.adapter), optimizer: joinSlotStates(slots.map((s) => s.optimizer)) };
   }

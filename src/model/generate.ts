@@ -1,5 +1,8 @@
-// Batched generation with a KV cache: one prefill call over every prompt, then one decode call per step for
-// all sequences still running. Two loops produce the same tokens:
+// Batched generation with a KV cache, in micro-batches: the requests are taken in runs of consecutive requests
+// whose KV cache holds at most `batchTokens` positions (src/engine/budget.ts; default: every request at once), each
+// run with a cache of its own. In a micro-batch, the prompts' tokens but the last go through the model in prefill
+// chunks of at most PREFILL_CHUNK_TOKENS (whatever request they belong to), then one decode call per step runs every
+// sequence still running, from its prompt's last token on. Two loops produce the same tokens:
 // - the device loop (default): a sampled token stays on the device and is the next step's input (Backend.sampleStep
 //   writes it into the step rows the next forward reads); the host reads the tokens back every `stepsPerRead`
 //   steps (where a request may stop early, runs start at one step, double while none stops and halve when one
@@ -11,12 +14,17 @@
 //   states, which the sampled tokens advance (Backend.sampleStep with tables).
 // - the host loop (the reference, and the loop of function masks: a TokenMaskFn is computed on the host from the
 //   tokens so far): the tokens of every step are read back before the next step is uploaded.
+// Between two prefill chunks and two decode steps the options' pacer (src/engine/pacer.ts) lets the event loop run.
 //
 // Replay: a token's draw depends only on (seed, requestId, position) and on its own logits, which the kernels
-// compute independently of the rest of the batch, so a request yields the same tokens alone or in any batch, and
-// the device loop (whose batches keep ended requests for up to a run) the same as the host loop.
+// compute independently of the rest of the batch (and of how a prompt was cut into chunks: each position's keys
+// and values are the same bits whichever forward wrote them), so a request yields the same tokens alone, in any
+// batch and in any micro-batch, and the device loop (whose batches keep ended requests for up to a run) the same
+// as the host loop.
 
 import type { KvCache, SampleRow, Tensor } from '../backend/backend.js';
+import { microBatches } from '../engine/budget.js';
+import type { Pacer } from '../engine/pacer.js';
 import type { LoraBank } from './lora-bank.js';
 import type { ForwardBatch, LlamaModel } from './llama.js';
 import { automatonMaskFn, packAutomata, stateAfter, type TokenAutomaton } from './token-automaton.js';
@@ -61,6 +69,11 @@ export type TokenCallback = (request: GenerationRequest, token: number) => boole
 export type DecodeLoop = 'device' | 'host';
 export const DEFAULT_DECODE_LOOP: DecodeLoop = 'device';
 export const DEFAULT_STEPS_PER_READ = 16;
+/**
+ * Prompt tokens one prefill forward takes at most: what bounds the prefill's activations, and how long the engine
+ * computes between two pauses (at 0.5B on two cores, a chunk is seconds of work).
+ */
+export const PREFILL_CHUNK_TOKENS = 256;
 
 export interface GenerateOptions {
   bank?: LoraBank;
@@ -68,13 +81,17 @@ export interface GenerateOptions {
   onToken?: TokenCallback; // called in the same order by both loops (the device loop after each readback)
   loop?: DecodeLoop;
   stepsPerRead?: number; // the device loop's decode steps between two readbacks
+  batchTokens?: number; // KV-cache positions a micro-batch holds (requests × their longest prompt + maxTokens); default: no limit
+  prefillChunkTokens?: number; // default PREFILL_CHUNK_TOKENS
+  pacer?: Pacer; // paused between prefill chunks and decode steps; told how many tokens went through the model
 }
 
-/** Where generation stands: each request's tokens so far and, once it has ended, why. */
+/** Where a micro-batch's generation stands: each request's tokens so far and, once it has ended, why. */
 interface Progress {
   readonly requests: readonly GenerationRequest[];
   readonly generated: number[][];
   readonly finish: (GenerationResult['finishReason'] | null)[];
+  readonly work: Work;
 }
 
 export async function generate(model: LlamaModel, requests: readonly GenerationRequest[], options: GenerateOptions = {}): Promise<GenerationResult[]> {
@@ -82,16 +99,31 @@ export async function generate(model: LlamaModel, requests: readonly GenerationR
   requests.forEach((r) => checkRequest(model, r));
   const stepsPerRead = options.stepsPerRead ?? DEFAULT_STEPS_PER_READ;
   if (!Number.isInteger(stepsPerRead) || stepsPerRead < 1) throw new RangeError(`generate: stepsPerRead must be a positive integer, got ${stepsPerRead}`);
+  const chunkTokens = options.prefillChunkTokens ?? PREFILL_CHUNK_TOKENS;
+  if (!Number.isInteger(chunkTokens) || chunkTokens < 1) throw new RangeError(`generate: prefillChunkTokens must be a positive integer, got ${chunkTokens}`);
   const automata = typeof options.mask === 'object' ? checkAutomata(model, requests, options.mask) : null;
+  const work = new Work(requests.reduce((n, r) => n + (r.maxTokens === 0 ? 0 : r.prompt.length - 1 + r.maxTokens), 0), options.pacer);
+  const results: GenerationResult[] = [];
+  for (const [first, end] of microBatches(requests.map((r) => r.prompt.length + r.maxTokens), options.batchTokens ?? Infinity, true)) {
+    const batch = requests.slice(first, end);
+    results.push(...(await generateMicroBatch(model, batch, options, { stepsPerRead, chunkTokens, automata: automata?.slice(first, end) ?? null, work })));
+  }
+  return results;
+}
+
+/** One micro-batch: its own KV cache, its prompts prefilled, then decoded by the host or the device loop. */
+async function generateMicroBatch(model: LlamaModel, requests: readonly GenerationRequest[], options: GenerateOptions, run: { stepsPerRead: number; chunkTokens: number; automata: ReadonlyArray<TokenAutomaton | null> | null; work: Work }): Promise<GenerationResult[]> {
+  const { automata, work } = run;
   const maxLen = Math.max(...requests.map((r) => r.prompt.length + r.maxTokens));
   const cache = model.createKvCache(requests.length, maxLen);
-  const progress: Progress = { requests, generated: requests.map(() => []), finish: requests.map((r) => (r.maxTokens === 0 ? 'length' : null)) };
+  const progress: Progress = { requests, generated: requests.map(() => []), finish: requests.map((r) => (r.maxTokens === 0 ? 'length' : null)), work };
   try {
+    await prefill(model, cache, progress, options, run.chunkTokens);
     if (typeof options.mask === 'function' || (options.loop ?? DEFAULT_DECODE_LOOP) === 'host') {
       const maskFn = typeof options.mask === 'function' ? options.mask : automata ? automatonMaskFn(requests, automata) : undefined;
       await hostLoop(model, cache, progress, options, maskFn);
     } else {
-      await deviceLoop(model, cache, progress, options, stepsPerRead, automata);
+      await deviceLoop(model, cache, progress, options, run.stepsPerRead, automata);
     }
   } finally {
     model.freeKvCache(cache);
@@ -99,36 +131,101 @@ export async function generate(model: LlamaModel, requests: readonly GenerationR
   return requests.map((r, i) => ({ requestId: r.requestId, tokens: progress.generated[i]!, finishReason: progress.finish[i]! }));
 }
 
+/** Tokens through the model of the most generation can take (every prompt, every request to its maxTokens): the pacer's report. */
+class Work {
+  private done = 0;
+  constructor(
+    private readonly total: number,
+    private readonly pacer?: Pacer,
+  ) {}
+
+  add(tokens: number): void {
+    this.done += tokens;
+    this.pacer?.report({ phase: 'generate', done: this.done, total: this.total });
+  }
+
+  /** A pause between two pieces of work (a prefill chunk, a decode step). */
+  pause = async (): Promise<void> => this.pacer?.pause();
+}
+
+/**
+ * Writes the keys and values of every prompt token but each prompt's last into the cache, in forwards of at most
+ * `chunkTokens` tokens; the first decode step then runs the last tokens and samples from their logits. Requests that
+ * prefill the same tokens with the same adapter (a student's answers to one task) share one prefill: the first
+ * computes it, the others get a copy of its keys and values, the same bits (a position's keys and values depend
+ * only on the tokens up to it and the adapter).
+ */
+async function prefill(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions, chunkTokens: number): Promise<void> {
+  const tokens: number[] = [];
+  const slots: number[] = [];
+  const positions: number[] = [];
+  const firstWith = new Map<string, number>(); // adapter and prefilled tokens → the first request that has them
+  const copies: Array<{ from: number; to: number; length: number }> = [];
+  s.requests.forEach((r, i) => {
+    if (s.finish[i] !== null || r.prompt.length < 2) return;
+    const key = `${r.adapter}:${r.prompt.slice(0, -1).join(',')}`;
+    const from = firstWith.get(key);
+    if (from !== undefined) return void copies.push({ from, to: i, length: r.prompt.length - 1 });
+    firstWith.set(key, i);
+    for (let p = 0; p < r.prompt.length - 1; p++) [tokens.push(r.prompt[p]!), slots.push(i), positions.push(p)];
+  });
+  for (let first = 0; first < tokens.length; first += chunkTokens) {
+    const end = Math.min(first + chunkTokens, tokens.length);
+    // A forward returns some logits: its last row's, which nothing reads.
+    model.backend.free(model.forward(batchOf(s, tokens.slice(first, end), slots.slice(first, end), positions.slice(first, end), [end - first - 1]), cache, options.bank));
+    model.backend.submit();
+    s.work.add(end - first);
+    await s.work.pause();
+  }
+  if (copies.length > 0) await copyPrefixes(model, cache, copies);
+  s.work.add(copies.reduce((n, c) => n + c.length, 0));
+}
+
+/** Copies the keys and values of positions [0, length) from one slot of the cache to another, in every layer. */
+async function copyPrefixes(model: LlamaModel, cache: KvCache, copies: ReadonlyArray<{ from: number; to: number; length: number }>): Promise<void> {
+  const b = model.backend;
+  const position = cache.kvHeads * cache.headDim; // values a position holds in one layer
+  const at = (layer: number, slot: number) => (layer * cache.slots + slot) * cache.maxLen * position; // cache: [layers, slots, maxLen, kvHeads, headDim]
+  for (const tensor of [cache.k, cache.v]) {
+    const values = await b.readF32(tensor);
+    for (const { from, to, length } of copies) {
+      for (let layer = 0; layer < cache.layers; layer++) b.write(tensor, values.subarray(at(layer, from), at(layer, from) + length * position), at(layer, to));
+    }
+  }
+}
+
 /** One readback per step: sample, read, decide on the host which requests go on, upload the next step. */
 async function hostLoop(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions, maskFn?: TokenMaskFn): Promise<void> {
   const b = model.backend;
   let running = runningOf(s);
-  let batch = prefillBatch(s, running);
   while (running.length > 0) {
-    const logits = model.forward(batch, cache, options.bank);
+    const logits = model.forward(decodeBatch(s, running), cache, options.bank);
     const mask = maskFn ? buildMask(model.config.vocabSize, running.map((i) => s.requests[i]!), running.map((i) => s.generated[i]!), maskFn) : undefined;
     const maskTensor = mask ? b.uploadI32(mask, [running.length, mask.length / running.length]) : undefined;
     const sampled = b.sample(logits, sampleRows(s, running), maskTensor);
     const next = await b.readI32(sampled);
     [logits, sampled, ...(maskTensor ? [maskTensor] : [])].forEach((t) => b.free(t));
     running.forEach((i, m) => accept(s, i, next[m]!, options.onToken));
+    s.work.add(running.length + leftOver(s, running));
     running = runningOf(s);
-    batch = decodeBatch(s, running);
+    await s.work.pause();
   }
 }
 
+/** The tokens requests that ended early no longer take: what their maxTokens would have had left. */
+const leftOver = (s: Progress, rows: readonly number[]) => rows.reduce((n, i) => n + (s.finish[i] === null ? 0 : s.requests[i]!.maxTokens - s.generated[i]!.length), 0);
+
 /**
  * Runs of up to `stepsPerRead` steps with the tokens on the device: each step's sampling writes its tokens into the
- * step rows the next step's forward reads, and into a history [steps, M] read back at the run's end. The first
- * run's first step is the prefill. Under automata, their tables are uploaded once and each run starts every row
- * from the state its tokens so far reach (the device advances it within the run).
+ * step rows the next step's forward reads, and into a history [steps, M] read back at the run's end. Under automata,
+ * their tables are uploaded once and each run starts every row from the state its tokens so far reach (the device
+ * advances it within the run).
  */
 async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, options: GenerateOptions, stepsPerRead: number, automata: ReadonlyArray<TokenAutomaton | null> | null): Promise<void> {
   const b = model.backend;
   const { tables, automatonOf } = uploadAutomata(model, s, automata);
   try {
     let running = runningOf(s);
-    let prefill: ForwardBatch | null = prefillBatch(s, running);
     // Rows that may stop early (a stop token, onToken) keep computing until their run ends: runs then start at one
     // step, double up to stepsPerRead while no request stops and halve after a run in which one did, so short
     // outputs (the arith domain's answers: 1-3 tokens) and the last rows' tails waste few steps.
@@ -143,11 +240,12 @@ async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, option
       let tokens: Int32Array;
       try {
         for (let step = 0; step < steps; step++) {
-          const logits = prefill ? model.forward(prefill, cache, options.bank) : model.forwardRows(rows, cache, lora);
-          prefill = null;
+          const logits = model.forwardRows(rows, cache, lora);
           b.sampleStep(logits, params, step, history, rows, tables);
           b.free(logits);
           b.submit(); // the device runs this step while the host records the next
+          s.work.add(M);
+          await s.work.pause();
         }
         tokens = await b.readI32(history);
       } finally {
@@ -156,6 +254,7 @@ async function deviceLoop(model: LlamaModel, cache: KvCache, s: Progress, option
       for (let step = 0; step < steps; step++) {
         running.forEach((i, m) => s.finish[i] === null && accept(s, i, checkDrawn(s, i, tokens[step * M + m]!), options.onToken));
       }
+      s.work.add(leftOver(s, running)); // (a row that ended inside the run was counted for its whole run: display only)
       const stopped = running.some((i) => s.finish[i] === 'stop');
       if (mayStop) runSteps = stopped ? Math.max(1, runSteps >> 1) : Math.min(2 * runSteps, stepsPerRead);
       running = runningOf(s);
@@ -197,23 +296,6 @@ function accept(s: Progress, i: number, token: number, onToken?: TokenCallback):
   const stopped = onToken?.(request, token) === true;
   if (stopped || request.stopTokens?.includes(token)) s.finish[i] = 'stop';
   else if (s.generated[i]!.length >= request.maxTokens) s.finish[i] = 'length';
-}
-
-/** Every prompt token of the running requests; the logits of each prompt's last token (row m: running[m]). */
-function prefillBatch(s: Progress, running: readonly number[]): ForwardBatch {
-  const tokens: number[] = [];
-  const slots: number[] = [];
-  const positions: number[] = [];
-  const logitRows: number[] = [];
-  for (const i of running) {
-    s.requests[i]!.prompt.forEach((token, p) => {
-      tokens.push(token);
-      slots.push(i);
-      positions.push(p);
-    });
-    logitRows.push(tokens.length - 1);
-  }
-  return batchOf(s, tokens, slots, positions, logitRows);
 }
 
 /** A decode step: each running request feeds its newest token (its prompt's last before any) at its position. */

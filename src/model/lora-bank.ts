@@ -126,8 +126,13 @@ export class LoraBank {
   }
 
   /** Reads a slot's adapter back from the device (at its own rank, as loaded). */
-  read(slot: number): Promise<LoraAdapter> {
-    return this.readSlotOf(slot, (layer, module) => this.factors(layer, module));
+  async read(slot: number): Promise<LoraAdapter> {
+    return (await this.readSlots([slot]))[0]!;
+  }
+
+  /** Reads slots' adapters back, each of the bank's tensors once for all of them (a checkpoint of a real-size bank). */
+  readSlots(slots: readonly number[]): Promise<LoraAdapter[]> {
+    return this.readSlotsOf(slots, (layer, module) => this.factors(layer, module));
   }
 
   /**
@@ -135,28 +140,38 @@ export class LoraBank {
    * the slot's own rank and modules.
    */
   async readSlotOf(slot: number, source: (layer: number, module: LoraModule) => ModuleBank): Promise<LoraAdapter> {
-    this.checkSlot(slot);
-    const info = this.slotInfo[slot];
-    if (!info) throw new RangeError(`adapter bank slot ${slot} is empty`);
-    const r = info.rank;
+    return (await this.readSlotsOf([slot], source))[0]!;
+  }
+
+  private async readSlotsOf(slots: readonly number[], source: (layer: number, module: LoraModule) => ModuleBank): Promise<LoraAdapter[]> {
+    const infos = slots.map((slot) => {
+      this.checkSlot(slot);
+      const info = this.slotInfo[slot];
+      if (!info) throw new RangeError(`adapter bank slot ${slot} is empty`);
+      return info;
+    });
     const R = this.rank;
-    const layers: LoraAdapter['layers'] = Array.from({ length: this.config.numLayers }, () => ({}));
+    const layersOf = slots.map((): LoraAdapter['layers'] => Array.from({ length: this.config.numLayers }, () => ({})));
     for (const key of this.banks.keys()) {
       const [layerText, module] = key.split('.') as [string, LoraModule];
-      if (!info.targetModules.includes(module)) continue;
+      if (!infos.some((info) => info.targetModules.includes(module))) continue;
       const { inFeatures, outFeatures } = loraModuleShape(this.config, module);
       const bank = source(Number(layerText), module);
       const aAll = await this.backend.readF32(bank.a);
       const bAll = await this.backend.readF32(bank.b);
-      const a = aAll.slice(slot * R * inFeatures, (slot * R + r) * inFeatures);
-      const b = new Float32Array(outFeatures * r);
-      for (let n = 0; n < outFeatures; n++) {
-        const row = (slot * outFeatures + n) * R;
-        b.set(bAll.subarray(row, row + r), n * r);
-      }
-      layers[Number(layerText)]![module] = { a, b };
+      slots.forEach((slot, i) => {
+        const r = infos[i]!.rank;
+        if (!infos[i]!.targetModules.includes(module)) return;
+        const a = aAll.slice(slot * R * inFeatures, (slot * R + r) * inFeatures);
+        const b = new Float32Array(outFeatures * r);
+        for (let n = 0; n < outFeatures; n++) {
+          const row = (slot * outFeatures + n) * R;
+          b.set(bAll.subarray(row, row + r), n * r);
+        }
+        layersOf[i]![Number(layerText)]![module] = { a, b };
+      });
     }
-    return { ...info, targetModules: [...info.targetModules], layers };
+    return infos.map((info, i) => ({ ...info, targetModules: [...info.targetModules], layers: layersOf[i]! }));
   }
 
   /** The factors of every slot for one (layer, module): a [S·R, in], b [S·out, R] (the trainer updates them). */

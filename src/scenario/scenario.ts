@@ -24,6 +24,7 @@ import { isPluginReference, pluginRecordsSchema } from './plugin-fields.js';
 import { ScenarioError } from './errors.js';
 import { loadScenarioPlugins, withPluginRecords } from './plugins.js';
 import { characterTokenizer, vocabularyCovering, type TextTokenizer } from '../model/tokenizer.js';
+import { trainingBytesPerToken } from '../engine/budget.js';
 import { int } from './fields.js';
 
 export { ScenarioError };
@@ -38,6 +39,7 @@ export const MATCHMAKING_POLICIES = MATCH_POLICY_NAMES; // src/matchmaking/index
 export const LIMITS = { groupSize: 256, members: 1024, perTeacher: 1024, answersPerStudent: 1024, references: 64, sequencesPerStep: 65_536, rank: 1024, threads: 64, fitnessWindow: 10_000, steps: 10_000_000, fuel: 1_000_000_000, guardMs: 3_600_000, heldOutTasks: 100_000, engineWorkers: 256 } as const;
 
 const THREADS_EXPECTED = `expected a whole number from 1 to ${LIMITS.threads}, or auto`;
+const BATCH_TOKENS_EXPECTED = 'expected a whole number of tokens >= 1, auto or unbounded';
 const positive = z.number({ error: 'expected a number' }).positive({ error: 'expected a positive number' });
 const probability = z.number({ error: 'expected a number' }).min(0, { error: 'expected a number in [0, 1]' }).max(1, { error: 'expected a number in [0, 1]' });
 
@@ -156,7 +158,8 @@ export const scenarioSchema = z.strictObject({
     temperature: z.number({ error: 'expected a number' }).min(0, { error: TEMPERATURE_EXPECTED }).default(1),
     topP: z.number().gt(0).max(1).default(1),
     answersPerStudent: int(1, LIMITS.answersPerStudent).default(4), // samples per (task, student): the solve rate's denominator
-    maxTokens: int(1, MAX_CONTEXT).default(32),
+    maxTokens: int(1, MAX_CONTEXT).default(32), // tokens a proposal (and, without answerMaxTokens, an answer) may take
+    answerMaxTokens: int(1, MAX_CONTEXT).optional(), // tokens an answer may take (AZR: fewer than a proposal's); default maxTokens
   }).prefault({}),
   rewards: z
     .strictObject({
@@ -226,6 +229,13 @@ export const scenarioSchema = z.strictObject({
     }
   }).prefault({}),
   checkpointEvery: int(0).default(0), // save adapters every N steps (0: at the end only)
+  // the engine's micro-batches on this machine (src/engine/budget.ts): at most N tokens each, sized from the memory
+  // there is (auto, the default), or each phase whole (unbounded). A machine setting: every value gives the same
+  // run (a resume or a replay may use another; `populora run --batch-tokens` overrides it)
+  batchTokens: z
+    .union([z.number(), z.literal('auto'), z.literal('unbounded')], { error: BATCH_TOKENS_EXPECTED })
+    .refine((t) => t === 'auto' || t === 'unbounded' || (Number.isInteger(t) && t >= 1), { error: BATCH_TOKENS_EXPECTED })
+    .optional(),
   // a run over NATS (`populora run --nats URL`; src/cluster/): how many engine workers to expect and how members'
   // adapter slots are sharded over them, and what a lost worker costs. It never changes a run's bits: the same
   // scenario gives the same run hash in one process or on many
@@ -353,11 +363,12 @@ function modelFolder(path: string, file: string, relativeTo: string): string {
 }
 
 /**
- * The scenario without its machine settings (the CPU backend's threads), which never change a bit of a run: what a
- * resume, a replay and a cluster's workers compare.
+ * The scenario without its machine settings (the CPU backend's threads, the engine's micro-batch budget), which
+ * never change a bit of a run: what a resume, a replay and a cluster's workers compare.
  */
 export function withoutMachineSettings(scenario: Scenario): Scenario {
-  return typeof scenario.backend === 'string' ? scenario : { ...scenario, backend: scenario.backend.name };
+  const { batchTokens: _budget, ...rest } = scenario;
+  return typeof rest.backend === 'string' ? rest : { ...rest, backend: rest.backend.name };
 }
 
 function readScenarioText(file: string): string {
@@ -426,25 +437,33 @@ export function checkScenarioLimits(scenario: Scenario, file: string): void {
   const prompt = Math.max(...scenario.tasks.types.map((type) => domain.proposalPrompt(type, [], prompts).prompt.length)) + 1; // and a BOS
   if (prompt >= context) fail(scenario.prompts ? 'prompts' : 'sampling.maxTokens', `a ${prompt}-token prompt leaves no room for an answer in the model's ${context}-token context; use shorter prompts (prompts.style: plain) or a model with a longer context`);
   if (scenario.sampling.maxTokens + prompt > context) fail('sampling.maxTokens', `${scenario.sampling.maxTokens} tokens leave no room in the model's ${context}-token context for a ${prompt}-token prompt; use at most ${context - prompt}`);
+  const answerTokens = scenario.sampling.answerMaxTokens;
+  if (answerTokens !== undefined && answerTokens > scenario.sampling.maxTokens) fail('sampling.answerMaxTokens', `${answerTokens} tokens an answer, more than the ${scenario.sampling.maxTokens} of a proposal (sampling.maxTokens), which sizes the prompts' room in the context; use at most ${scenario.sampling.maxTokens}`);
   const limit = maxLoraRank(config, lora.modules);
   if (lora.rank > limit.rank) fail('population.lora.rank', `rank ${lora.rank} ${rankExceeds(limit, config)}`);
   checkStepMemory(scenario, config, fail);
 }
 
-/** A lower bound of what a step holds (its sequences' generated tokens through training, the adapter bank), held against this machine's memory. */
+/**
+ * A lower bound of what a step holds at once, held against this machine's memory: the adapter bank, and the
+ * activations of one training micro-batch (batchTokens tokens; unbounded: every sequence of the step; auto sizes
+ * itself to the memory there is, so at least one sequence).
+ */
 function checkStepMemory(scenario: Scenario, config: LlamaConfig, fail: (field: string, message: string) => never): void {
   const { population, tasks, matchmaking, sampling } = scenario;
   const proposals = population.subpopulations * population.teachers * tasks.types.length * tasks.perTeacher;
   const answers = proposals * matchmaking.studentsPerTask * sampling.answersPerStudent;
   const field = sampling.answersPerStudent >= tasks.perTeacher ? 'sampling.answersPerStudent' : 'tasks.perTeacher'; // the larger multiplier
   if (proposals + answers > LIMITS.sequencesPerStep) fail(field, `a step would generate up to ${proposals + answers} sequences (${proposals} proposals, each answered ${matchmaking.studentsPerTask * sampling.answersPerStudent} times), more than ${LIMITS.sequencesPerStep}; lower tasks.perTeacher, matchmaking.studentsPerTask or sampling.answersPerStudent`);
-  const activationBytesPerToken = 4 * (config.vocabSize + config.numLayers * (6 * config.hiddenSize + 3 * config.intermediateSize));
-  const stepBytes = (proposals + answers) * sampling.maxTokens * activationBytesPerToken;
+  const setting = scenario.batchTokens ?? 'auto';
+  const heldTokens = setting === 'unbounded' ? (proposals + answers) * sampling.maxTokens : setting === 'auto' ? sampling.maxTokens : Math.max(setting, sampling.maxTokens);
+  const stepBytes = heldTokens * trainingBytesPerToken(config);
   const slots = population.subpopulations * (population.teachers + (matchPolicy(matchmaking.policy).studentsAreTeacherTwins ? 0 : population.students));
   const adapterValues = config.numLayers * population.lora.modules.reduce((n, m) => n + population.lora.rank * Object.values(loraModuleShape(config, m)).reduce((a, b) => a + b, 0), 0);
   const bankBytes = slots * adapterValues * 4 * 4; // f32 weights, gradients and AdamW's two moments
   const machineBytes = totalmem();
   if (stepBytes + bankBytes > machineBytes) {
-    fail(stepBytes >= bankBytes ? field : 'population.lora.rank', `a step needs at least ${((stepBytes + bankBytes) / GIB).toFixed(1)} GiB (${proposals + answers} sequences of up to ${sampling.maxTokens} tokens through a model of hidden size ${config.hiddenSize}, ${slots} adapters of rank ${population.lora.rank}), more than this machine's ${(machineBytes / GIB).toFixed(1)} GiB; make the population or its step smaller`);
+    const held = setting === 'unbounded' ? `${proposals + answers} sequences of up to ${sampling.maxTokens} tokens at once (batchTokens: unbounded)` : `${heldTokens} tokens at once (batchTokens: ${setting})`;
+    fail(stepBytes >= bankBytes ? (setting === 'unbounded' ? field : 'batchTokens') : 'population.lora.rank', `a step needs at least ${((stepBytes + bankBytes) / GIB).toFixed(1)} GiB (${held} through a model of hidden size ${config.hiddenSize}, ${slots} adapters of rank ${population.lora.rank}), more than this machine's ${(machineBytes / GIB).toFixed(1)} GiB; ${setting === 'unbounded' ? 'give batchTokens a number of tokens, or make the population or its step smaller' : 'lower batchTokens, or make the population smaller'}`);
   }
 }

@@ -23,8 +23,11 @@ export interface CheckpointState {
   coverage: string[];
 }
 
-/** The scenario as a checkpoint records it: `steps` left out, since a resume may extend a run. */
-export type RecordedScenario = Omit<Scenario, 'steps'>;
+/**
+ * The scenario as a checkpoint records it: `steps` left out, since a resume may extend a run, and the machine
+ * settings (`batchTokens`, the CPU backend's threads), which a resume may change.
+ */
+export type RecordedScenario = Omit<Scenario, 'steps' | 'batchTokens'>;
 
 /** A scenario as a checkpoint records it, as plain JSON (what a manifest holds, and what it is compared with). */
 export function recordedScenario(scenario: Scenario): RecordedScenario {

@@ -59,6 +59,8 @@ export interface StepMetrics {
 export interface StepTiming {
   stepMs: number;
   engineMs: number; // in the engine's batches (generation, training, evolution)
+  generateMs: number; // of which in its generation (proposals, answers, evaluations)
+  trainMs: number; // in its policy-gradient update
   verifierMs: number; // in the verifier's batches
   verifierShare: number; // verifierMs / stepMs
   validations: number; // proposals validated

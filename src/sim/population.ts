@@ -24,6 +24,7 @@ import { randomAdapter, type LoraAdapter } from '../model/peft.js';
 import { loadTokenizer, type TextTokenizer } from '../model/tokenizer.js';
 import { tokenTexts } from '../model/token-texts.js';
 import { LocalEngineCore, type CoreSettings, type EngineCore } from '../engine/core.js';
+import type { Pacer } from '../engine/pacer.js';
 import { presetModel, ScenarioError, type Scenario } from '../scenario/scenario.js';
 import { ratingSystem } from '../rating/rating.js';
 import { rewardRules } from '../rewards/rules.js';
@@ -111,6 +112,7 @@ export function coreSettings(scenario: Scenario, parts: ModelInfo): CoreSettings
       mutate: evolution.mutation === undefined ? null : childMaker(evolution.mutation, 'mutate', evolution.mutationOptions),
       crossover: isPluginReference(evolution.crossover) ? childMaker(evolution.crossover, 'crossover', evolution.crossoverOptions) : null,
     },
+    batchTokens: scenario.batchTokens ?? 'auto',
   };
 }
 
@@ -126,9 +128,9 @@ function pluginName(scenario: Scenario, field: string, value: string): string {
 /** The number of adapter slots a scenario's population needs. */
 export const slotCount = (scenario: Scenario) => new Set(planMembers(scenario).map((m) => m.slot)).size;
 
-/** The engine core of a run in one process: every slot in this process's bank. */
-export function localCore(scenario: Scenario, parts: ModelParts): EngineCore {
-  return new LocalEngineCore(parts.model, coreSettings(scenario, parts), Array.from({ length: slotCount(scenario) }, (_, slot) => slot));
+/** The engine core of a run in one process: every slot in this process's bank; `pacer`: see src/engine/pacer.ts. */
+export function localCore(scenario: Scenario, parts: ModelParts, pacer?: Pacer): LocalEngineCore {
+  return new LocalEngineCore(parts.model, coreSettings(scenario, parts), Array.from({ length: slotCount(scenario) }, (_, slot) => slot), 0, pacer);
 }
 
 /** Initial adapters, one per slot, each from its own seed. */
@@ -142,7 +144,7 @@ export function buildSimulation(scenario: Scenario, parts: ModelInfo, core: Engi
   const members = planMembers(scenario);
   const { sampling, rl } = scenario;
   const domain = domainNamed(scenario.domain);
-  const engine = new EngineService(core, { tokenizer: parts.tokenizer, eos: tokenTexts(parts.tokenizer, parts.config.vocabSize).eos, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, advantageGroups: rl.advantageGroups });
+  const engine = new EngineService(core, { tokenizer: parts.tokenizer, eos: tokenTexts(parts.tokenizer, parts.config.vocabSize).eos, seed: scenario.seed >>> 0, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, answerMaxTokens: sampling.answerMaxTokens ?? sampling.maxTokens, advantageGroups: rl.advantageGroups });
   const verifier = new VerifierService(pool);
   world.actor(ENGINE, null, engine.handler);
   world.actor(VERIFIER, null, verifier.handler);

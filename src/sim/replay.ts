@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Backend } from '../backend/backend.js';
+import type { BatchTokensSetting } from '../engine/budget.js';
 import { readScenario, type Scenario } from '../scenario/scenario.js';
 import { checkpointProblems, checkpointSteps, filesUnder, recordedScenario, type CheckpointManifest } from './checkpoints.js';
 import { firstDifference, shown } from './differences.js';
@@ -36,6 +37,7 @@ export interface ReplayOptions {
   backend?: Backend;
   verifierWorkers?: number;
   threads?: number; // the CPU backend's, over the scenario's: results do not depend on them
+  batchTokens?: BatchTokensSetting; // the engine's micro-batches here (the same replay with any)
 }
 
 const SUMMARY_FILE = 'summary.json';
@@ -52,7 +54,7 @@ export async function replayRun(dir: string, options: ReplayOptions = {}): Promi
   const recorded = readEventLog(eventsFile);
   const scratch = mkdtempSync(join(tmpdir(), 'populora-replay-'));
   try {
-    await runScenario(scenario, { outDir: scratch, scenarioFile, backend: options.backend, verifierWorkers: options.verifierWorkers, threads: options.threads, checkpointAt: checkpointSteps(dir) });
+    await runScenario(scenario, { outDir: scratch, scenarioFile, backend: options.backend, verifierWorkers: options.verifierWorkers, threads: options.threads, batchTokens: options.batchTokens, checkpointAt: checkpointSteps(dir) });
     const replayed = readEventLog(join(scratch, EVENTS_FILE));
     const log = compareLogs(recorded.events, replayed.events, recorded.hash, replayed.hash);
     const checkpoints = checkpointSteps(dir).map((step) => ({ step, ...checkpointProblems(dir, step) }));

@@ -14,6 +14,10 @@
 // valid tasks are offered) | matchmaker assigns → (students answer, verifier checks, outcomes flow) | every
 // member hands in its samples → (one batched RL update) | population manager rates → (every K steps, evolution).
 // At the end of a step its events and metrics are written whole and the log is synced (src/runtime/durable.ts).
+//
+// Stopping: once `signal` is aborted the run stops after the step in progress, with a checkpoint of it; once
+// `stopNow` is, at once: the engine's pacer (src/engine/pacer.ts) abandons its work at its next pause, the step in
+// progress with it, and the run folder resumes from its last checkpoint (a resume drops the log's events after it).
 
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,6 +32,8 @@ import { asDiskFull, jsonText, nodeDisk, resumeAdvice, RunFolderError, writeFile
 import { summarizeStep, type StepMetrics } from './metrics.js';
 import { buildModel, buildSimulation, initialAdapters, localCore, modelInfo, type ModelInfo, type Simulation } from './population.js';
 import type { EngineCore } from '../engine/core.js';
+import type { BatchTokensSetting } from '../engine/budget.js';
+import { Pacer, RunStopped, type PhaseProgress } from '../engine/pacer.js';
 import { loadRatingLibrary } from '../rating/rating.js';
 import { resumeRun, SCENARIO_FILE, startRun, type OpenedRun } from './resume.js';
 import { acquireRunLock } from '../runtime/run-lock.js';
@@ -50,8 +56,11 @@ export interface RunOptions {
   verifierPool?: VerifierPool; // the verifier's pool (kept open), e.g. workers over NATS; default: the domain's, in this process
   engineCore?: (model: ModelInfo) => Promise<EngineCore>; // the engine's core (closed with the run), e.g. workers over NATS; default: this process's model and bank
   scenarioFile?: string; // names the scenario in errors
-  /** Called once the run is set up, before its first step: with the step it starts from (0, or a resume's). */
-  onStart?: (step: number) => void;
+  /**
+   * Called once the run is set up, before its first step: with the step it starts from (0, or a resume's), and how
+   * the engine sizes its micro-batches here (null when the engine runs on workers).
+   */
+  onStart?: (step: number, setup: { budget: string | null }) => void;
   onStep?: (metrics: StepMetrics) => void;
   /** Wraps each service, e.g. to time it (bench/). */
   wrapService?: (service: Service) => Service;
@@ -59,6 +68,12 @@ export interface RunOptions {
   stopAfterSteps?: number;
   /** Once aborted (SIGINT, SIGTERM), the run stops after the step in progress, with a checkpoint of it. */
   signal?: AbortSignal;
+  /** Once aborted (a second signal), the run stops at once, inside its step: runScenario throws RunStopped. */
+  stopNow?: AbortSignal;
+  /** Where the step in progress stands (the engine's phases; display only, never decided on). */
+  onProgress?: (progress: PhaseProgress) => void;
+  /** The engine's micro-batch budget on this machine, over the scenario's `batchTokens` (the same run with any). */
+  batchTokens?: BatchTokensSetting;
   /** Steps to checkpoint at besides the scenario's (a replay checkpoints where the recorded run did). */
   checkpointAt?: readonly number[];
   /** What writes and syncs go through (tests inject short writes and a full disk; bench/ times the syncs). */
@@ -114,16 +129,19 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
   try {
     await loadRatingLibrary(scenario.rating); // TrueSkill's library, only for runs that select it
     let parts: ModelInfo;
+    let budget: string | null = null;
     if (options.engineCore) {
       parts = modelInfo(scenario, options.scenarioFile); // the weights are the workers' to load
       core = await options.engineCore(parts);
     } else {
       backend ??= await openBackend(scenario.backend, undefined, options.threads);
       const model = buildModel(scenario, backend, options.scenarioFile);
-      [parts, core] = [model, localCore(scenario, model)];
+      const pacer = new Pacer({ stopNow: options.stopNow, onProgress: options.onProgress });
+      const local = localCore({ ...scenario, batchTokens: options.batchTokens ?? scenario.batchTokens }, model, pacer);
+      [parts, core, budget] = [model, local, local.budget.described];
     }
     await pool.ready?.(); // the verifier's start (a sandbox loading its interpreter) is not a step's time
-    sim = buildSimulation(scenario, parts, core, world, pool, saved ? new Map(saved.actorStates) : null, wrap);
+    sim = buildSimulation(scenario, parts, timer ? timer.wrapCore(core) : core, world, pool, saved ? new Map(saved.actorStates) : null, wrap);
     const coverage = new Set(saved?.coverage ?? []);
     if (saved) {
       await core.load(saved.adapters, saved.optimizer);
@@ -143,7 +161,7 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
     let stopped: string | null = null;
     let checkpointed = saved?.step ?? 0;
     world.step = checkpointed;
-    options.onStart?.(world.step);
+    options.onStart?.(world.step, { budget });
     for (let step = world.step; step < scenario.steps; step++) {
       if (options.signal?.aborted) {
         if (checkpointed !== step) await checkpoint(step); // a stop keeps the step it finished
@@ -153,7 +171,7 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
       if (options.stopAfterSteps !== undefined && stepsRun >= options.stopAfterSteps) break;
       world.step = step;
       timer?.startStep();
-      await runStep(world, sim);
+      await unlessStopped(runStep(world, sim), options.stopNow);
       last = summarizeStep(step, world.takeReports(), coverage);
       if (timer) last.timing = timer.endStep();
       metrics.append(Buffer.from(`${JSON.stringify(last)}\n`));
@@ -180,6 +198,20 @@ async function runSteps(scenario: Scenario, opened: OpenedRun, options: RunOptio
     if (!options.verifierPool) await pool.close();
     if (!options.backend) backend?.destroy();
   }
+}
+
+/**
+ * The work's result, or RunStopped as soon as `stopNow` is aborted. The work is abandoned, not awaited: the engine
+ * stops at its pacer's next pause, the verifier's jobs end with its pool, which the run closes.
+ */
+function unlessStopped<T>(work: Promise<T>, stopNow?: AbortSignal): Promise<T> {
+  if (!stopNow) return work;
+  return new Promise<T>((resolve, reject) => {
+    const stop = () => reject(new RunStopped(String(stopNow.reason)));
+    if (stopNow.aborted) return stop();
+    stopNow.addEventListener('abort', stop, { once: true });
+    work.then(resolve, reject).finally(() => stopNow.removeEventListener('abort', stop));
+  });
 }
 
 /** The four phases of one step. */

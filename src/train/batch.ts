@@ -24,10 +24,11 @@ export interface PackedBatch {
 /** Longest packed batch one training call takes (activations grow linearly with it). */
 export const MAX_TRAIN_TOKENS = 65536;
 
-export function packSequences(sequences: readonly TrainSequence[], vocabSize: number, maxContext: number): PackedBatch {
+/** `limit`: the most tokens the batch may hold (Infinity: a whole step's, packed on the host only, never uploaded). */
+export function packSequences(sequences: readonly TrainSequence[], vocabSize: number, maxContext: number, limit = MAX_TRAIN_TOKENS): PackedBatch {
   const T = sequences.reduce((n, s) => n + s.tokens.length, 0);
   if (sequences.length === 0 || T === 0) throw new RangeError('a training batch needs at least one non-empty sequence');
-  if (T > MAX_TRAIN_TOKENS) throw new RangeError(`a training batch of ${T} tokens exceeds ${MAX_TRAIN_TOKENS}: split it into several calls`);
+  if (T > limit) throw new RangeError(`a training batch of ${T} tokens exceeds ${limit}: split it into several calls`);
   const batch: PackedBatch = {
     tokens: new Int32Array(T),
     positions: new Int32Array(T),
@@ -79,4 +80,28 @@ export function segmentsBy(keys: Int32Array, segments: number): { order: Int32Ar
     next[k] = next[k]! + 1;
   });
   return { order, offsets };
+}
+
+/**
+ * The LoRA gradient's rounds: round r has one segment a slot (outerProductSum's order and offsets, `slots`
+ * segments), the tokens of the slot's r-th sequence in the batch, in token order (empty where the slot has fewer).
+ * Adding the rounds' sums up in round order adds each slot's per-sample gradients in sample order.
+ */
+export function sampleRounds(batch: PackedBatch, slots: number): Array<{ order: Int32Array; offsets: Int32Array }> {
+  const sequencesOf: number[][] = Array.from({ length: slots }, () => []);
+  batch.starts.forEach((start, s) => {
+    const slot = batch.adapters[start]!;
+    if (slot >= 0 && slot < slots) sequencesOf[slot]!.push(s);
+  });
+  const rounds = Math.max(0, ...sequencesOf.map((list) => list.length));
+  return Array.from({ length: rounds }, (_, r) => {
+    const order: number[] = [];
+    const offsets = new Int32Array(slots + 1);
+    sequencesOf.forEach((list, slot) => {
+      const s = list[r];
+      if (s !== undefined) for (let t = batch.starts[s]!; t < batch.seqEnds[batch.starts[s]!]!; t++) order.push(t);
+      offsets[slot + 1] = order.length;
+    });
+    return { order: Int32Array.from(order), offsets };
+  });
 }

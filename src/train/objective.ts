@@ -65,45 +65,86 @@ export function trainedTokenMask(batch: PackedBatch, promptLengths: readonly num
 }
 
 export function policyGradientWeights(inputs: PolicyGradientInputs, options: PolicyGradientOptions): LossWeights {
-  const { batch, logProbs } = inputs;
-  const T = batch.tokens.length;
-  const sequences = batch.starts.length;
-  assert(inputs.promptLengths.length === sequences && inputs.advantages.length === sequences, 'one prompt length and one advantage per sequence');
-  if (options.clip !== undefined && !inputs.oldLogProbs) throw new RangeError('PPO clipping needs the old log-probs of the sampled tokens');
-  if (options.klCoef && !inputs.referenceLogProbs) throw new RangeError('a KL penalty needs the base model\'s log-probs');
-  const mask = trainedTokenMask(batch, inputs.promptLengths);
-  const denominator = reductionDenominators(batch, mask, options.reduction);
-  const perSequence = { loss: new Float64Array(sequences), entropy: new Float64Array(sequences), tokens: new Int32Array(sequences) };
-  const out: LossWeights = { logpWeight: new Float32Array(T), entropyWeight: new Float32Array(T), loss: 0, klMean: 0, entropyMean: 0, clipFraction: 0, trainedTokens: 0, perSequence };
-  const [beta, entropyCoef] = [options.klCoef ?? 0, options.entropyCoef ?? 0];
-  for (let t = 0; t < T; t++) {
-    if (!mask[t]) continue;
-    const advantage = inputs.advantages[batch.sequenceOf[t]!]!;
-    const [logp, entropy] = [logProbs[t * 2]!, logProbs[t * 2 + 1]!];
-    const ratio = inputs.oldLogProbs ? Math.exp(logp - inputs.oldLogProbs[t]!) : 1;
-    // The clipped branch of min(·) is the active one (its gradient is zero) when the ratio has moved past the
-    // clip range in the advantage's direction.
-    const clipped = options.clip !== undefined && ((advantage > 0 && ratio > 1 + options.clip) || (advantage < 0 && ratio < 1 - options.clip));
-    const surrogate = (clipped ? Math.max(1 - options.clip!, Math.min(1 + options.clip!, ratio)) : ratio) * advantage;
-    const logRatioToRef = inputs.referenceLogProbs ? inputs.referenceLogProbs[t]! - logp : 0;
-    const kl = Math.exp(logRatioToRef) - logRatioToRef - 1;
-    const d = denominator[t]!;
-    // -dL/dlog p = dsurrogate/dlog p - β·dkl/dlog p,  dsurrogate = ρ·A (0 when clipped),  dkl = 1 - exp(ref - log p)
-    out.logpWeight[t] = ((clipped ? 0 : ratio * advantage) - beta * (1 - Math.exp(logRatioToRef))) / d;
-    out.entropyWeight[t] = entropyCoef / d;
-    const term = (-surrogate + beta * kl - entropyCoef * entropy) / d;
-    const s = batch.sequenceOf[t]!;
-    out.loss += term;
-    perSequence.loss[s] = perSequence.loss[s]! + term;
-    perSequence.entropy[s] = perSequence.entropy[s]! + entropy;
-    perSequence.tokens[s] = perSequence.tokens[s]! + 1;
-    out.klMean += kl;
-    out.entropyMean += entropy;
-    out.clipFraction += clipped ? 1 : 0;
-    out.trainedTokens++;
+  const loss = new PolicyGradientLoss(inputs.batch, inputs.promptLengths, inputs.advantages, options);
+  loss.weigh(0, inputs.logProbs, inputs.oldLogProbs, inputs.referenceLogProbs);
+  return loss.result();
+}
+
+/**
+ * The policy-gradient loss of a whole batch, weighed in consecutive parts (a training step's micro-batches, in
+ * order): which tokens train and what each is averaged over depend on the whole batch and are fixed at the start;
+ * a token's weight then needs only its own log-probs. The loss and its diagnostics are summed token by token in
+ * token order, whatever the parts, so they are the same bits as in one part.
+ */
+export class PolicyGradientLoss {
+  readonly mask: Uint8Array; // [T] trained tokens
+  private readonly denominator: Float64Array; // [T]
+  private readonly out: LossWeights & { perSequence: NonNullable<LossWeights['perSequence']> };
+  private next = 0; // the first token not weighed yet
+
+  constructor(
+    readonly batch: PackedBatch,
+    private readonly promptLengths: readonly number[],
+    private readonly advantages: readonly number[],
+    private readonly options: PolicyGradientOptions,
+  ) {
+    const [T, sequences] = [batch.tokens.length, batch.starts.length];
+    assert(promptLengths.length === sequences && advantages.length === sequences, 'one prompt length and one advantage per sequence');
+    this.mask = trainedTokenMask(batch, promptLengths);
+    this.denominator = reductionDenominators(batch, this.mask, options.reduction);
+    const perSequence = { loss: new Float64Array(sequences), entropy: new Float64Array(sequences), tokens: new Int32Array(sequences) };
+    this.out = { logpWeight: new Float32Array(T), entropyWeight: new Float32Array(T), loss: 0, klMean: 0, entropyMean: 0, clipFraction: 0, trainedTokens: 0, perSequence };
   }
-  const n = Math.max(out.trainedTokens, 1);
-  return { ...out, klMean: out.klMean / n, entropyMean: out.entropyMean / n, clipFraction: out.clipFraction / n };
+
+  /**
+   * The weights of the tokens from `first` on, one a row of `logProbs` ([n, 2]: log p of the next token, entropy;
+   * `oldLogProbs`, `referenceLogProbs`: [n]). Parts come in token order. Returns views of the n tokens' weights.
+   */
+  weigh(first: number, logProbs: Float32Array, oldLogProbs?: Float32Array, referenceLogProbs?: Float32Array): { logpWeight: Float32Array; entropyWeight: Float32Array } {
+    const { batch, mask, denominator, options, out } = this;
+    const n = logProbs.length / 2;
+    assert(first === this.next && first + n <= batch.tokens.length, `policy-gradient loss: tokens ${first}..${first + n} weighed after ${this.next}`);
+    if (options.clip !== undefined && !oldLogProbs) throw new RangeError('PPO clipping needs the old log-probs of the sampled tokens');
+    if (options.klCoef && !referenceLogProbs) throw new RangeError('a KL penalty needs the base model\'s log-probs');
+    const [beta, entropyCoef] = [options.klCoef ?? 0, options.entropyCoef ?? 0];
+    for (let i = 0; i < n; i++) {
+      const t = first + i;
+      if (!mask[t]) continue;
+      const advantage = this.advantages[batch.sequenceOf[t]!]!;
+      const [logp, entropy] = [logProbs[i * 2]!, logProbs[i * 2 + 1]!];
+      const ratio = oldLogProbs ? Math.exp(logp - oldLogProbs[i]!) : 1;
+      // The clipped branch of min(·) is the active one (its gradient is zero) when the ratio has moved past the
+      // clip range in the advantage's direction.
+      const clipped = options.clip !== undefined && ((advantage > 0 && ratio > 1 + options.clip) || (advantage < 0 && ratio < 1 - options.clip));
+      const surrogate = (clipped ? Math.max(1 - options.clip!, Math.min(1 + options.clip!, ratio)) : ratio) * advantage;
+      const logRatioToRef = referenceLogProbs ? referenceLogProbs[i]! - logp : 0;
+      const kl = Math.exp(logRatioToRef) - logRatioToRef - 1;
+      const d = denominator[t]!;
+      // -dL/dlog p = dsurrogate/dlog p - β·dkl/dlog p,  dsurrogate = ρ·A (0 when clipped),  dkl = 1 - exp(ref - log p)
+      out.logpWeight[t] = ((clipped ? 0 : ratio * advantage) - beta * (1 - Math.exp(logRatioToRef))) / d;
+      out.entropyWeight[t] = entropyCoef / d;
+      const term = (-surrogate + beta * kl - entropyCoef * entropy) / d;
+      const s = batch.sequenceOf[t]!;
+      out.loss += term;
+      out.perSequence.loss[s] = out.perSequence.loss[s]! + term;
+      out.perSequence.entropy[s] = out.perSequence.entropy[s]! + entropy;
+      out.perSequence.tokens[s] = out.perSequence.tokens[s]! + 1;
+      out.klMean += kl;
+      out.entropyMean += entropy;
+      out.clipFraction += clipped ? 1 : 0;
+      out.trainedTokens++;
+    }
+    this.next = first + n;
+    return { logpWeight: out.logpWeight.subarray(first, first + n), entropyWeight: out.entropyWeight.subarray(first, first + n) };
+  }
+
+  /** The whole batch's weights and report, once every token is weighed. */
+  result(): LossWeights {
+    assert(this.next === this.batch.tokens.length, `policy-gradient loss: ${this.next} of ${this.batch.tokens.length} tokens weighed`);
+    const { out } = this;
+    const n = Math.max(out.trainedTokens, 1);
+    return { ...out, klMean: out.klMean / n, entropyMean: out.entropyMean / n, clipFraction: out.clipFraction / n };
+  }
 }
 
 /** Cross-entropy (next-token prediction) over the trained tokens, mean per token over the whole batch. */
