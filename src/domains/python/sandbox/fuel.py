@@ -67,9 +67,11 @@ _monitor.register_callback(TOOL_ID, _monitor.events.PY_UNWIND, _unwound)
 _WHILE_RUNNING = _monitor.events.EXCEPTION_HANDLED | _monitor.events.PY_UNWIND  # global events, only while a program runs
 
 
-# The standard library's Python code the sandbox itself works with, unmetered: the parser (compiling a program), re's
-# pattern compiler (bounded by the pattern checks) and what imports or reports.
-_UNMETERED_LIBRARY = frozenset({'ast.py', 're', 'importlib', 'pyodide', '_pyodide', 'tracemalloc.py', 'linecache.py', 'tokenize.py', 'traceback.py', 'codeop.py', 'dis.py', 'opcode.py'})
+# The standard library's Python code the sandbox itself works with, unmetered: the parser (compiling a program), JSON
+# (the runner's own messages: metered, a refusal re-raised in them kept a `finally: return` loop running forever; a
+# program's json.dumps pays by the nesting walk before it), re's pattern compiler (bounded by the pattern checks) and
+# what imports or reports.
+_UNMETERED_LIBRARY = frozenset({'ast.py', 'json', 're', 'importlib', 'pyodide', '_pyodide', 'tracemalloc.py', 'linecache.py', 'tokenize.py', 'traceback.py', 'codeop.py', 'dis.py', 'opcode.py'})
 
 
 def _meter_library(gc=gc, FunctionType=types.FunctionType):
