@@ -1,12 +1,15 @@
-// The code domain's verifier: start-up of one sandbox (Pyodide and sandbox.py), memory per pool worker, and
+// The code domain's verifier: start-up of one sandbox (Pyodide and the sandbox's Python), memory per pool worker, and
 // typical AZR-style tasks verified per second, in one interpreter (per core) and through the pool of sandbox
-// processes. A proposal's validation runs its program twice (the determinism check); every job first restores the
-// interpreter's memory snapshot, whose cost is also timed alone. Prints a table; writes JSON.
+// processes. A proposal's validation runs its program twice (the determinism check), each run from the memory
+// image, as is each comparison; the restore's cost is also timed alone. Then each job's pool time (the wall-clock
+// time it held a worker, restarts included): for the typical jobs (median, p99, max) and for hostile ones that do
+// much work per step of fuel, each with its verdict: they must end by counting, long before the guard. Prints
+// tables; writes JSON.
 //
 //   node dist/bench/verifier.js [--jobs 240] [--workers 2] [--out bench/results/verifier.json]
 
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
 import { benchArgs } from './args.js';
 import type { VerifyJob } from '../src/domains/domain.js';
@@ -70,9 +73,44 @@ await pool.verify(jobsOf(workers * 6)); // warm
 start = performance.now();
 await pool.verify(jobs);
 const poolS = (performance.now() - start) / 1000;
+const typicalPoolMs = summary(pool.jobTimes);
 const perWorkerMb = mb(descendantsRssBytes(process.pid)) / workers;
 await pool.close();
 rows.push({ setting: `pool, ${workers} processes`, jobs: jobs.length, programRunsPerS: (2 * jobs.length) / poolS, jobsPerS: jobs.length / poolS, jobsPerSPerCore: jobs.length / poolS / Math.min(workers, cpus().length) });
+
+// Hostile jobs, each doing much work per step of fuel (library arithmetic and iteration, comparisons of long lists,
+// amplifiers), one worker: their verdicts and pool times. The last one is the known residual: integers sharing one
+// hash inserted one by one, quadratic in C, which no count sees; the guard ends it, as a fault.
+const HOSTILE: Array<[string, string]> = [
+  ['Fraction divisions growing', 'from fractions import Fraction\ndef f():\n    x, y = Fraction(3, 7), Fraction(11, 13)\n    for _ in range(3000):\n        x = x / y + 1\n    return x > 0'],
+  ['Counter.elements in C', 'import collections\ndef f():\n    collections.deque(collections.Counter({"a": 10 ** 9}).elements(), maxlen=0)\n    return 1'],
+  ['statistics, again and again', 'import statistics\ndef f():\n    xs = list(range(20000))\n    return sum(statistics.mean(xs) for _ in range(2000))'],
+  ['big-integer divisions', 'def f():\n    a, b, t = 7 ** 30000, 3 ** 15000, 0\n    for _ in range(3000):\n        t += a // b % 7\n    return t'],
+  ['in over a long list', 'def f():\n    xs = list(range(200000))\n    return sum(-1 in xs for _ in range(20000))'],
+  ['== of long lists', 'def f():\n    xs, ys = list(range(200000)), list(range(200000))\n    return sum(xs == ys for _ in range(20000))'],
+  ['a string doubled again and again', "def f():\n    s = 'x'\n    for _ in range(40):\n        s = s + s\n    return len(s)"],
+  ['list.count tuned to the guard', 'def f():\n    lst = [0] * 1000000\n    t = 0\n    for _ in range(70):\n        t += lst.count(1)\n    return t'],
+  ['slices of a long list', 'def f():\n    s = list(range(1000000))\n    return sum(len(s[1:]) for _ in range(100000))'],
+  ['deepcopy, again and again', 'import copy\ndef f():\n    xs = [[i] for i in range(5000)]\n    return sum(len(copy.deepcopy(xs)) for _ in range(500))'],
+  ['colliding hashes one by one (residual)', 'def f():\n    m = 2 ** 31 - 1\n    return len({i * m for i in range(60000)})'],
+];
+const hostilePool = new PythonVerifierPool(1);
+await hostilePool.ready();
+const hostileOutcomes = await hostilePool.verify(HOSTILE.map(([, program]) => ({ kind: 'validate', taskType: 'code_o', text: proposalText(program, ['']) }) as VerifyJob));
+const hostile = HOSTILE.map(([what], i) => {
+  const outcome = hostileOutcomes[i]!;
+  const verdict = outcome.kind === 'fault' ? 'fault (guard)' : outcome.kind === 'validate' && !outcome.validation.valid ? outcome.validation.reason.split(':')[0]! : 'valid';
+  return { what, verdict, poolMs: hostilePool.jobTimes[i]! };
+});
+const guardMs = hostilePool.guardMs;
+await hostilePool.close();
+
+/** Median, 99th percentile and maximum of a list of times. */
+function summary(times: number[]): { medianMs: number; p99Ms: number; maxMs: number } {
+  const sorted = [...times].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  return { medianMs: at(0.5), p99Ms: at(0.99), maxMs: sorted[sorted.length - 1]! };
+}
 
 /** Resident memory of every process below `pid` (Linux /proc; 0 elsewhere). */
 function descendantsRssBytes(pid: number): number {
@@ -89,5 +127,9 @@ console.log(`sandbox start-up ${startupMs.toFixed(0)} ms in this thread (RSS +${
 console.log('| setting | validations | validations/s | per core | program runs/s |');
 console.log('|---|---:|---:|---:|---:|');
 for (const r of rows) console.log(`| ${r.setting} | ${r.jobs} | ${(r.jobsPerS as number).toFixed(0)} | ${(r.jobsPerSPerCore as number).toFixed(0)} | ${(r.programRunsPerS as number).toFixed(0)} |`);
+console.log(`\npool time per typical job: median ${typicalPoolMs.medianMs.toFixed(1)} ms, p99 ${typicalPoolMs.p99Ms.toFixed(1)} ms, max ${typicalPoolMs.maxMs.toFixed(1)} ms`);
+console.log(`\n| hostile job (one worker, guard ${guardMs} ms) | verdict | pool ms |`);
+console.log('|---|---|---:|');
+for (const h of hostile) console.log(`| ${h.what} | ${h.verdict} | ${h.poolMs.toFixed(0)} |`);
 mkdirSync(dirname(args.out!), { recursive: true });
-writeFileSync(args.out!, JSON.stringify({ cores: cpus().length, startupMs, interpreterMb, wasmHeapMb, restoreMs, poolStartupMs, perWorkerMb, rows }, null, 2));
+writeFileSync(args.out!, JSON.stringify({ cores: cpus().length, loadAverage: loadavg(), startupMs, interpreterMb, wasmHeapMb, restoreMs, poolStartupMs, perWorkerMb, rows, typicalPoolMs, guardMs, hostile }, null, 2));

@@ -1,4 +1,4 @@
-// The code domain's sandbox (src/domains/python/sandbox.py), in process against one PythonExecutor: the hostile
+// The code domain's sandbox (src/domains/python/sandbox/), in process against one PythonExecutor: the hostile
 // corpus (each program refused with its reason, or run to the right answer, and a health check after each in the
 // same interpreter), each layer tested as if the one above it had fallen (an escaped program holding the
 // interpreter's real builtins and sys finds no JavaScript, no import, no judge it can reach), ordinary programs
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PythonExecutor, type RunResult } from '../src/domains/python/executor.js';
-import { solvePrompt } from '../src/domains/python/prompts.js';
+import { CODE_PROMPTS, proposalPrompt, solvePrompt } from '../src/domains/python/prompts.js';
 import { checkAnswer, parseInputs, parseProgram, parseValue, SEED_TASKS, validateProposal, type CodeTask } from '../src/domains/python/tasks.js';
 import { cpythonOutputs } from './cpython-reference.js';
 import { HEALTH_CHECK, HOSTILE, ORDINARY, SENTINEL_DIR, type HostileProgram } from './python-corpus.js';
@@ -71,6 +71,13 @@ describe('hostile programs', () => {
   it('refuses a program whose output depends on where objects land (id-ordered sets) as nondeterministic', () => {
     const program = 'class A:\n    def __init__(self, v):\n        self.v = v\ndef f(n):\n    return [a.v for a in {A(i) for i in range(n)}]';
     expect(validateProposal(python, 'code_o', proposal(program, '24'))).toEqual({ valid: false, reason: 'nondeterministic: two runs of the program disagree' });
+  });
+
+  it("refuses a program whose output is the address of a big object (the C allocator's) as nondeterministic (red team F15)", () => {
+    for (const slots of [20, 200, 1000, 5000]) {
+      const program = `class Big:\n    __slots__ = tuple('a' + str(i) for i in range(${slots}))\ndef f(n):\n    return [hash(Big()) % 100003 for _ in range(n)]`;
+      expect(validateProposal(python, 'code_o', proposal(program, '3'))).toEqual({ valid: false, reason: 'nondeterministic: two runs of the program disagree' });
+    }
   });
 });
 
@@ -172,7 +179,8 @@ json.dumps({'found': found, 'built': built, 'importable': left})`;
   });
 
   it('has no stdlib archive left to load code from, and pyodide.runPython still works for the host', () => {
-    expect(asEscaped("import os\nstr(sorted(n for n in os.listdir('/lib') if n.endswith('.zip')))")).toBe('[]');
+    const fs = (python as unknown as { pyodide: { FS: { readdir(path: string): string[] } } }).pyodide.FS; // the host's view, not the program's
+    expect(fs.readdir('/lib').filter((name) => name.endsWith('.zip'))).toEqual([]);
     expect(asEscaped('1 + 1')).toBe('2');
   });
 });
@@ -334,6 +342,13 @@ describe('parsing model text', () => {
     expect(parseValue('The answer:\n```output\n[1, 2]\n```', 'output')).toBe('[1, 2]');
     expect(parseValue(' 42 ', 'output')).toBe('42');
     expect(parseValue('f(3)', 'input')).toBe('3');
+  });
+
+  it("asks AZR's teachers (and a code_i student) for inputs written as Python literals, as the verifier reads them", () => {
+    const azr = { templates: CODE_PROMPTS.styles.azr!, chat: 'none' } as const;
+    for (const type of ['code_o', 'code_i', 'code_f'] as const) expect(proposalPrompt(type, [SEED_TASKS[0]!], azr)).toMatch(/Write every argument as a Python literal/);
+    expect(solvePrompt(SEED_TASKS[1]!, azr)).toMatch(/Write every argument as a Python literal/);
+    expect(validateProposal(python, 'code_o', proposal('def f(s):\n    return s', "'a-b'.split('-')"))).toMatchObject({ valid: false, reason: expect.stringMatching(/^bad-input: .* is not a Python literal/) });
   });
 
   it('records what cannot be parsed as a format error', () => {

@@ -1,4 +1,4 @@
-// Files the code domain ships beside its source (sandbox.py, prompts/*.yaml, held-out-tasks.json): read from
+// Files the code domain ships beside its source (sandbox/*.py, prompts/*.yaml, held-out-tasks.json): read from
 // src/domains/python/, also when the code runs from dist/ (tsc copies no data files).
 
 import { existsSync, readFileSync } from 'node:fs';

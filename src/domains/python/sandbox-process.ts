@@ -4,17 +4,17 @@
 // sandbox-processes.ts starts it under Node's permission model (reads only of its own code and Pyodide's files; no
 // file writes, child processes, worker threads, addons, inspector or process.binding) and, on Linux, in network
 // and process-id namespaces of its own (no network interface up; no other process visible to signal). So even a
-// program that escaped every layer of sandbox.py into JavaScript finds nothing to touch. This file adds one more
+// program that escaped every layer of the sandbox's Python (sandbox/) into JavaScript finds nothing to touch. This file adds one more
 // layer above those: once Pyodide has loaded, the constructors that turn a string into JavaScript code are gone
 // from every function's prototype, and so are the network globals.
 //
-// Messages: parent → child `{ id, request }`; child → parent `{ type: 'ready' }`, `{ type: 'answer', id, outcome }`.
+// Messages: parent → child `{ id, request }`; child → parent `{ type: 'ready' }`, `{ type: 'answer', id, outcome, retire? }`.
 
 import { constants as fsConstants } from 'node:fs';
 import process from 'node:process';
 import type { VerifyJob, VerifyOutcome } from '../domain.js';
-import { PythonExecutor, SandboxCrash } from './executor.js';
-import { ESCAPE_MARKER, EXIT_HOST_ACCESS_REFUSED, EXIT_INTERPRETER_DIED, EXIT_RETIRED, type SandboxRequest } from './sandbox-protocol.js';
+import { HostAccessRefused, PythonExecutor, SandboxCrash } from './executor.js';
+import { ESCAPE_MARKER, EXIT_INTERPRETER_DIED, type SandboxRequest } from './sandbox-protocol.js';
 import { verifyCode } from './verify-jobs.js';
 
 // The permission model closes process.binding, and Pyodide's start-up reads the file-system constants through it:
@@ -34,7 +34,12 @@ const AsyncFunction = Object.getPrototypeOf(async function () {}).constructor as
 const escape = escapePayload ? new AsyncFunction('modules', 'text', escapePayload) : null;
 const escapeModules = escape ? { fs: await import('node:fs'), childProcess: await import('node:child_process'), net: await import('node:net'), process } : {};
 
-const python = await PythonExecutor.load();
+// The test-only door of executor.ts (programs with the real builtins), opened only where the parent says so for a
+// test, through this variable; a program cannot set it.
+const realBuiltinsForTests = process.env.POPULORA_SANDBOX_REAL_BUILTINS_FOR_TESTS === '1';
+delete process.env.POPULORA_SANDBOX_REAL_BUILTINS_FOR_TESTS;
+
+const python = await PythonExecutor.load({ realBuiltinsForTests });
 lockDown();
 
 function lockDown(): void {
@@ -45,14 +50,20 @@ function lockDown(): void {
   for (const name of ['fetch', 'WebSocket', 'EventSource', 'XMLHttpRequest']) delete globals[name];
 }
 
-/** An error thrown because the process fence held: a write, a spawn, a socket, an addon the job reached for. */
-function isFenceError(error: unknown): error is NodeJS.ErrnoException {
+/**
+ * An error thrown because the job reached for the host and was stopped: by the interpreter's gate or the process
+ * fence (executor.ts recognises both, also where they ended the interpreter), or, for the test's stand-in escape,
+ * by the fence directly (a write, a spawn, a socket, an addon).
+ */
+function refusalOf(error: unknown): HostAccessRefused | null {
+  if (error instanceof HostAccessRefused) return error;
   const code = (error as NodeJS.ErrnoException | null)?.code;
-  return ['ERR_ACCESS_DENIED', 'ERR_DLOPEN_DISABLED', 'ENETUNREACH', 'ENETDOWN', 'ECONNREFUSED', 'EPERM', 'EACCES'].includes(code ?? '');
+  const fence = ['ERR_ACCESS_DENIED', 'ERR_DLOPEN_DISABLED', 'ENETUNREACH', 'ENETDOWN', 'ECONNREFUSED', 'EPERM', 'EACCES'];
+  return typeof code === 'string' && fence.includes(code) ? new HostAccessRefused(code, (error as Error).message.split('\n')[0]!) : null;
 }
 
-function refusedOutcome(job: VerifyJob, error: NodeJS.ErrnoException): VerifyOutcome {
-  const reason = `host-access: the program reached the host and was stopped (${error.code}: ${error.message.split('\n')[0]})`;
+function refusedOutcome(job: VerifyJob, refusal: HostAccessRefused): VerifyOutcome {
+  const reason = refusal.message;
   return job.kind === 'check' ? { kind: 'check', check: { correct: false, reason } } : { kind: 'validate', validation: { valid: false, reason } };
 }
 
@@ -67,14 +78,17 @@ process.on('message', (message: { id: number; request: SandboxRequest }) => {
   void answer(message.request).then(
     async (outcome) => {
       await send({ type: 'answer', id: message.id, outcome });
-      if (python.heapOverGrown) process.exit(EXIT_RETIRED);
     },
     async (error: unknown) => {
+      const refusal = refusalOf(error);
+      if (refusal) {
+        // A verdict, not a crash to retry; but the state of this process can no longer be trusted: the answer
+        // says so, and the parent ends this process once it has the answer (an exit of its own could overtake it).
+        await send({ type: 'answer', id: message.id, outcome: refusedOutcome(message.request.job, refusal), retire: true });
+        return;
+      }
       if (error instanceof SandboxCrash) process.exit(EXIT_INTERPRETER_DIED);
-      if (!isFenceError(error)) throw error; // a bug of the sandbox itself: the process dies, the parent reports it
-      // The state of this process can no longer be trusted: answer, then make way for a fresh one.
-      await send({ type: 'answer', id: message.id, outcome: refusedOutcome(message.request.job, error) });
-      process.exit(EXIT_HOST_ACCESS_REFUSED);
+      throw error; // a bug of the sandbox itself: the process dies, the parent reports it
     },
   );
 });

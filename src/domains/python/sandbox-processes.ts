@@ -17,7 +17,7 @@ import { dirname, join, sep } from 'node:path';
 import process from 'node:process';
 import { compiledWorker } from '../../runtime/worker-threads.js';
 import type { VerifyOutcome } from '../domain.js';
-import { EXIT_HOST_ACCESS_REFUSED, EXIT_INTERPRETER_DIED, type SandboxMessage, type SandboxRequest } from './sandbox-protocol.js';
+import { EXIT_INTERPRETER_DIED, type SandboxMessage, type SandboxRequest } from './sandbox-protocol.js';
 
 const STACK_BYTES = 64 << 20;
 const V8_STACK_KB = 60_000; // below STACK_BYTES: V8 must stop with a RangeError before the thread's stack ends
@@ -42,19 +42,21 @@ export function fence(): Fence {
   return fenceOfThisHost;
 }
 
-/** The files a sandbox process may read: its own compiled code, sandbox.py, and the Pyodide distribution. */
+/** The files a sandbox process may read: its own compiled code, the sandbox's Python (sandbox/), and the Pyodide distribution. */
 function readablePaths(worker: string): string[] {
   const dist = worker.slice(0, worker.lastIndexOf(`${sep}dist${sep}`) + `${sep}dist${sep}`.length);
   const root = dirname(dist);
   const pyodide = dirname(createRequire(import.meta.url).resolve('pyodide')) + sep; // its real path
   const pyodideAsLinked = join(root, 'node_modules', 'pyodide') + sep; // the path module resolution reads, when linked
   // Node 20 aborts on start-up (an assertion in its permission tree) if one path is granted twice: no duplicates.
-  return [...new Set([dist, pyodide, pyodideAsLinked, join(root, 'src', 'domains', 'python', 'sandbox.py'), join(root, 'package.json')])];
+  return [...new Set([dist, pyodide, pyodideAsLinked, join(root, 'src', 'domains', 'python', 'sandbox') + sep, join(root, 'package.json')])];
 }
 
 export interface SandboxProcessOptions {
   /** JavaScript that a marked job runs inside the process, standing in for an escape (tests only). */
   escapePayloadForTests?: string;
+  /** Every program runs with the interpreter's real builtins, as if it had escaped Python's layers (tests only). */
+  realBuiltinsForTests?: boolean;
 }
 
 /** The command line that starts one sandbox process. */
@@ -70,6 +72,7 @@ export function sandboxCommand(options: SandboxProcessOptions = {}): { command: 
   const line = [...killedWithParent, ...(namespaces.length > 0 ? ['unshare', ...namespaces] : []), ...fixedStack, ...node];
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, NODE_OPTIONS: '' };
   if (options.escapePayloadForTests) env.POPULORA_SANDBOX_ESCAPE_PAYLOAD = options.escapePayloadForTests;
+  if (options.realBuiltinsForTests) env.POPULORA_SANDBOX_REAL_BUILTINS_FOR_TESTS = '1';
   return { command: line[0]!, args: line.slice(1), env };
 }
 
@@ -94,13 +97,16 @@ export class SandboxProcess {
     this.ready = new Promise((resolve, reject) => {
       this.child.on('message', (message: SandboxMessage) => {
         if (message.type === 'ready') resolve();
-        else if (this.pending?.id === message.id) this.settle({ kind: 'outcome', outcome: message.outcome });
+        else if (this.pending?.id === message.id) {
+          if (message.retire) this.kill(); // it answered a job that reached for the host: no other job for it
+          this.settle({ kind: 'outcome', outcome: message.outcome });
+        }
       });
       this.child.on('exit', (code, signal) => {
         this.exited = true;
         const detail = exitReason(code, signal, this.stderr);
         reject(new Error(`a verifier sandbox process did not start: ${detail}`));
-        // A process answers before it retires or leaves after a refusal; a job still pending was cut short.
+        // A job still pending when its process exits was cut short.
         this.settle({ kind: 'died', detail });
       });
       this.child.on('error', reject);
@@ -135,14 +141,15 @@ export class SandboxProcess {
   }
 
   kill(): void {
-    if (!this.exited) this.child.kill('SIGKILL');
+    if (this.exited) return;
+    this.exited = true; // from now on no job is handed to it, whenever its exit event comes
+    this.child.kill('SIGKILL');
   }
 }
 
 function exitReason(code: number | null, signal: NodeJS.Signals | null, stderr: string[]): string {
   const why =
     code === EXIT_INTERPRETER_DIED ? 'the Python interpreter died (exit 70)'
-    : code === EXIT_HOST_ACCESS_REFUSED ? 'it left after refusing a job that reached for the host (exit 71)'
     : signal ? `killed by ${signal}`
     : `exit code ${code}`;
   const lines = stderr.filter((line) => !/ExperimentalWarning|--trace-warnings|^\s+at /.test(line));

@@ -8,12 +8,11 @@ export interface SandboxRequest {
   fuel: number;
 }
 
-export type SandboxMessage = { type: 'ready' } | { type: 'answer'; id: number; outcome: VerifyOutcome };
+/** `retire`: the process answered a job that reached for the host and must not take another: the parent ends it. */
+export type SandboxMessage = { type: 'ready' } | { type: 'answer'; id: number; outcome: VerifyOutcome; retire?: true };
 
-/** Exit codes the parent reads: the interpreter died, or the job reached for the host and was refused. */
+/** The exit code the parent reads when the interpreter died. */
 export const EXIT_INTERPRETER_DIED = 70;
-export const EXIT_HOST_ACCESS_REFUSED = 71;
-export const EXIT_RETIRED = 72; // the heap grew too large to wipe cheaply: a fresh process is cheaper
 
 /** A validation whose text holds this runs the test's escape payload (only where a test set one: see below). */
 export const ESCAPE_MARKER = '# populora-test: escape into JavaScript';

@@ -115,9 +115,9 @@ export function validateProposal(executor: PythonExecutor, type: CodeTaskType, t
   if (inputs.length === 0) return { valid: false, reason: 'format: no input (an ```input block, or a line "f(...)")' };
   const wanted = type === 'code_f' ? inputs.slice(0, FUNCTION_PAIRS.max) : inputs.slice(0, 1);
   if (wanted.length < (type === 'code_f' ? FUNCTION_PAIRS.min : 1)) return { valid: false, reason: `format: code_f needs ${FUNCTION_PAIRS.min} distinct inputs, got ${wanted.length}` };
+  // Two runs from the snapshot, the second with the allocator moved: a check will run the program as the first did.
   const first = executor.run(program, wanted, fuel);
-  executor.perturb(VALIDATION_PERTURB_SEED);
-  const second = executor.run(program, wanted, fuel);
+  const second = executor.run(program, wanted, fuel, VALIDATION_PERTURB_SEED);
   if (!first.ok) return { valid: false, reason: `${first.reason}: ${first.detail}` };
   if (JSON.stringify(first) !== JSON.stringify(second)) return { valid: false, reason: 'nondeterministic: two runs of the program disagree' };
   const message = type === 'code_f' ? parseMessage(text) : undefined;
@@ -135,15 +135,15 @@ export function checkAnswer(executor: PythonExecutor, task: CodeTask, text: stri
     const input = parseValue(text, 'input');
     const result = executor.run(task.program, [input], fuel);
     if (!result.ok) return { correct: false, reason: `${result.reason}: ${result.detail}` };
-    executor.restore(); // the answer is compared in a state no program has run in
     return executor.sameValue(result.outputs[0]!, task.outputs[0]!) ? { correct: true, reason: 'correct' } : { correct: false, reason: `f(${input.slice(0, 40)}) = ${result.outputs[0]!.slice(0, 40)}, not ${task.outputs[0]!.slice(0, 40)}` };
   }
   const program = parseProgram(text);
   if (program === null) return { correct: false, reason: 'format: no program defining f' };
   const result = executor.run(program, task.inputs, fuel);
   if (!result.ok) return { correct: false, reason: `${result.reason}: ${result.detail}` };
-  executor.restore();
-  const miss = result.outputs.findIndex((output, i) => !executor.sameValue(output, task.outputs[i]!));
+  // The student's outputs (read out of its interpreter, one per input) and the gold ones, in their shared form.
+  const forms = executor.canonical([...result.outputs, ...task.outputs]);
+  const miss = result.outputs.findIndex((_, i) => forms[i] === null || forms[i] !== forms[result.outputs.length + i]);
   if (miss < 0) return { correct: true, reason: 'correct' };
   return { correct: false, reason: `${miss < shownPairs(task) ? 'shown' : 'held-out'} pair f(${task.inputs[miss]!.slice(0, 40)}) gives ${result.outputs[miss]!.slice(0, 40)}, not ${task.outputs[miss]!.slice(0, 40)}` };
 }

@@ -2,7 +2,8 @@
 // by hand. It takes the path a run takes: the same sandbox process, fence and wall-clock guard (one worker of the
 // verifier pool), the same jobs (validate, then check), so it gives the verdict a run would give.
 // Exit codes: 0 for a verdict, valid or not; 3 for an infrastructure fault (the guard fired, the interpreter died
-// twice), still with its JSON; 1 for bad usage (a missing file, a missing option).
+// twice), still with its JSON; 1 for bad usage (a missing file, a missing option). The JSON ends with `poolMs`: the
+// wall-clock time the jobs held the sandbox process (reporting only: a verdict never depends on it).
 
 import { existsSync, readFileSync } from 'node:fs';
 import { UsageError } from '../../cli/usage-error.js';
@@ -55,8 +56,9 @@ export async function verifyCommand(options: VerifyOptions): Promise<void> {
   if (fromOutput && answer === undefined) throw new UsageError('code_i with --output and no --input needs --answer (an input to check)');
   const pool = new PythonVerifierPool(1, { fuel: options.fuel, wallClockGuardMs: options.guardMs });
   try {
-    const result = await verdict(new Jobs(pool), options, program, answer);
-    console.log(JSON.stringify(result, null, 2));
+    const jobs = new Jobs(pool);
+    const result = await verdict(jobs, options, program, answer);
+    console.log(JSON.stringify({ ...result, poolMs: Math.round(jobs.poolMs) }, null, 2));
     if ('fault' in result) process.exitCode = EXIT_FAULT;
   } finally {
     await pool.close();
@@ -65,6 +67,8 @@ export async function verifyCommand(options: VerifyOptions): Promise<void> {
 
 /** The pool's jobs one at a time; a fault ends the verdict. */
 class Jobs {
+  poolMs = 0; // what the jobs cost the pool, together
+
   constructor(private readonly pool: PythonVerifierPool) {}
 
   async validate(type: CodeTaskType, text: string) {
@@ -77,6 +81,7 @@ class Jobs {
 
   private async one(job: VerifyJob): Promise<VerifyOutcome> {
     const [outcome] = await this.pool.verify([job]);
+    this.poolMs += this.pool.jobTimes[0]!;
     if (outcome!.kind === 'fault') throw new Fault(outcome!.detail);
     return outcome!;
   }
