@@ -25,8 +25,10 @@ const healthy = (outcome: VerifyOutcome | undefined) => outcome?.kind === 'valid
 // so the hang below stands in for one it does not: JavaScript that never returns, run by the process for a job.
 const HANGING = validate('code_o', `${ESCAPE_MARKER}\ndef f():\n    return 1`, '');
 const HANG_PAYLOAD = 'for (;;) {}';
-// Slow but bounded, and little fuel: 300 scans of an 800,000-character string, well past a 50 ms guard.
-const SLOW = "def f():\n    s = 'ab' * 400_000\n    return sum(s.count('ba' + str(i)) for i in range(300))";
+// Slow work no fuel counts (docs/sandbox.md, known residuals): multiples of 2**31 - 1 all hash to 0 on wasm32, so
+// 60,000 inserts are ~1.8e9 probes in C, seconds on any machine, far past a 50 ms guard. (Scans of a long string
+// served here until the sandbox charged str.count by its items.)
+const SLOW = 'def f():\n    m = 2 ** 31 - 1\n    return len({i * m for i in range(60000)})';
 
 async function withPool<T>(workers: number, use: (pool: PythonVerifierPool) => Promise<T>, options: PythonPoolOptions = {}): Promise<T> {
   const pool = new PythonVerifierPool(workers, options);
