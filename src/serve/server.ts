@@ -65,7 +65,7 @@ class HttpError extends Error {
 }
 
 export async function startDashboard(options: ServeOptions): Promise<Dashboard> {
-  const clockMs = options.clockMs ?? (() => performance.now());
+  const clockMs = options.clockMs ?? (() => performance.now()); // wall-clock-ok: the dashboard's polls and ETAs, it reads runs and decides nothing in them
   const library = new Library(options.dirs, clockMs);
   library.scan();
   const loopback = isLoopback(options.host);

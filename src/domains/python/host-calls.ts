@@ -195,7 +195,7 @@ export class HostGate {
       }
     }) as ImportFunction);
 
-    // File times are Emscripten's (Date.now() when a file was made at start-up): stat answers the clock's epoch
+    // File times are Emscripten's (the host's clock when a file was made at start-up): stat answers the clock's epoch
     // instead, before the lock (Python's import caches keep directories' mtimes) and never after (refused below).
     const STAT_BUFFER_ARGUMENT: Record<string, number> = { __syscall_stat64: 1, __syscall_lstat64: 1, __syscall_fstat64: 1, __syscall_newfstatat: 2 };
     for (const [name, position] of Object.entries(STAT_BUFFER_ARGUMENT)) {

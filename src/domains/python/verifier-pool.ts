@@ -25,7 +25,7 @@ export interface PythonPoolOptions extends SandboxProcessOptions {
  * a verdict (DESIGN.md rule 5). The only reading of it in the verifier.
  */
 // eslint-disable-next-line no-restricted-properties -- the wall-clock guard (a safety net) and reporting, never a decision of a run
-const wallClockMs = () => performance.now();
+const wallClockMs = () => performance.now(); // wall-clock-ok: the guard and pool-time reporting
 
 /** A few seconds: an ordinary job takes milliseconds; only C code that spends no fuel can run this long. */
 export const DEFAULT_WALL_CLOCK_GUARD_MS = 5_000;

@@ -129,10 +129,10 @@ function redraw() {
 /** The report's plots over every step so far (src/report/page.ts draws them), at most every CHARTS_EVERY_MS. */
 function scheduleCharts() {
   if (state.chartsTimer !== null) return;
-  const wait = Math.max(0, state.chartsAt + CHARTS_EVERY_MS - performance.now());
+  const wait = Math.max(0, state.chartsAt + CHARTS_EVERY_MS - performance.now()); // wall-clock-ok: the page's redraw pace, display only
   state.chartsTimer = setTimeout(() => {
     state.chartsTimer = null;
-    state.chartsAt = performance.now();
+    state.chartsAt = performance.now(); // wall-clock-ok: display only
     if (state.metrics.length === 0) return;
     $('charts').replaceChildren();
     $('tables').replaceChildren();
