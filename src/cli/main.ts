@@ -2,6 +2,7 @@
 // The populora command line. Each command is a thin shell over the library; errors print one clear line.
 
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { integer } from './integer-option.js';
 import { BACKEND_CHOICES } from '../backend/select.js';
 import { MAX_THREADS } from '../backend/cpu-threads.js';
 import { CROSSOVER_KINDS } from '../evolution/operators.js';
@@ -23,15 +24,6 @@ import { addSamplesCommand } from './samples-command.js';
 import { DEFAULT_CLUSTER } from '../cluster/nats.js';
 import { LIMITS } from '../scenario/scenario.js';
 
-/** A whole number in [min, max]; anything else is refused by the option's name (a rank of 0, a seed of -1). */
-const integer =
-  (name: string, min = Number.MIN_SAFE_INTEGER, max = Number.MAX_SAFE_INTEGER) =>
-  (value: string) => {
-    const n = Number(value);
-    if (!Number.isInteger(n)) throw new InvalidArgumentError(`${name} must be an integer, got "${value}"`);
-    if (n < min || n > max) throw new InvalidArgumentError(`${name} must be ${max === Number.MAX_SAFE_INTEGER ? `at least ${min}` : `from ${min} to ${max}`}, got ${n}`);
-    return n;
-  };
 const number = (name: string) => (value: string) => {
   const n = Number(value);
   if (!Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${value}"`);

@@ -12,7 +12,7 @@ import type { Command } from 'commander';
 import { RunFolder } from '../serve/run-folder.js';
 import type { AnswerSample, EvolutionSample, ProposalSample } from '../serve/samples.js';
 import { runCommand, UsageError } from './run-command.js';
-import { wholeNumberOption } from './serve-command.js';
+import { integer } from './integer-option.js';
 
 type Sample = ProposalSample | AnswerSample | EvolutionSample;
 
@@ -92,7 +92,7 @@ export function addSamplesCommand(program: Command): void {
     .command('samples')
     .description('a run\'s proposals, answers (with verdicts and rewards) and evolution events from its event log, as a table or JSON lines')
     .argument('<dir>', 'run folder')
-    .option('--step <n>', 'only this step (default: every step)', wholeNumberOption('--step'))
+    .option('--step <n>', 'only this step (default: every step)', integer('--step', 0))
     .option('--member <id>', 'only what concerns this member (a teacher\'s proposals and the answers to them; a student\'s answers and the tasks it got)')
     .option('--type <type>', 'only this task type (e.g. deduce, code_o)')
     .option('--json', 'JSON lines, one object per sample (pandas: pd.read_json(file, lines=True))')

@@ -2,7 +2,8 @@
 // (src/serve/). It prints its URL on one line and serves until SIGINT or SIGTERM. On a loopback address it needs
 // nothing more; bound anywhere else it says so, and every request must carry its token.
 
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
+import { integer } from './integer-option.js';
 import { isLoopback, startDashboard } from '../serve/server.js';
 import { runCommand } from './run-command.js';
 
@@ -26,22 +27,15 @@ export async function serveCommand(dirs: string[], options: { port: number; host
   await stopped;
 }
 
-/** An option's value as a whole number from 0 to `max`, or a one-line error naming the option. */
-export const wholeNumberOption = (flag: string, max = Number.MAX_SAFE_INTEGER) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > max) throw new InvalidArgumentError(`${flag} must be a whole number from 0 to ${max}, got "${value}"`);
-  return n;
-};
-
 /** Registers `populora serve` (main.ts). */
 export function addServeCommand(program: Command): void {
   program
     .command('serve')
     .description('a live dashboard over run and sweep folders: the runs list, each run\'s plots, matchmaking and lineage at any step, and a browser of its tasks, answers and verdicts (loopback only unless --host)')
     .argument('[dirs...]', 'run folders, sweep folders, or folders that hold them (default: runs)')
-    .option('--port <n>', 'port (0: any free one)', wholeNumberOption('--port', 65535), DEFAULT_PORT)
+    .option('--port <n>', 'port (0: any free one)', integer('--port', 0, 65535), DEFAULT_PORT)
     .option('--host <address>', 'address to listen on: a loopback one by default; any other needs the token the URL carries', '127.0.0.1')
     .option('--token <token>', 'the token requests must carry when --host is not loopback (default: made up at start)')
-    .option('--poll-ms <ms>', 'how often the folders are read again', wholeNumberOption('--poll-ms', 60_000), 500)
+    .option('--poll-ms <ms>', 'how often the folders are read again', integer('--poll-ms', 0, 60_000), 500)
     .action(runCommand(serveCommand));
 }
