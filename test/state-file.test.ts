@@ -50,7 +50,7 @@ describe('writePackedFile', () => {
   });
 
   it('writes every header size as msgpackr does: arrays of 0, 15, 16, 65,535 and 65,536 items; empty and large objects', () => {
-    for (const value of [[], Array(15).fill('x'), Array(16).fill(1.5), Array(65_535).fill(0), Array(65_536).fill(null), {}, Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`k${i}`, [i]])), [[[{}]]], 'just a string', 42]) {
+    for (const value of [[], Array(15).fill('x'), Array(16).fill(1.5), Array(65_535).fill(0), Array(65_536).fill(null), {}, Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`k${i}`, [i]])), [[[{}]]], [1, , 3], 'just a string', 42]) {
       const packr = checkpointPackr();
       expect(written(value, packr).bytes.equals(checkpointPackr().pack(value))).toBe(true);
     }

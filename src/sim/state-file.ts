@@ -31,11 +31,10 @@ export function writePackedFile(disk: Disk, file: string, value: unknown, packr:
       chunk.set(bytes, used);
       used += bytes.length;
     };
-    const header = (tiny: number, sixteen: number, thirtyTwo: number, length: number) => {
-      if (length < 0x10) return emit(Uint8Array.of(tiny | length));
-      if (length < 0x10000) return emit(Uint8Array.of(sixteen, length >> 8, length & 0xff));
-      const bytes = new Uint8Array(5);
-      bytes[0] = thirtyTwo;
+    const arrayHeader = (length: number) => {
+      if (length < 0x10) return emit(Uint8Array.of(0x90 | length)); // fixarray
+      if (length < 0x10000) return emit(Uint8Array.of(0xdc, length >> 8, length & 0xff)); // array16
+      const bytes = Uint8Array.of(0xdd, 0, 0, 0, 0); // array32
       new DataView(bytes.buffer).setUint32(1, length);
       emit(bytes);
     };
@@ -43,8 +42,8 @@ export function writePackedFile(disk: Disk, file: string, value: unknown, packr:
       const constructor = (item as { constructor?: unknown } | null | undefined)?.constructor;
       if (typeof item === 'object' && item !== null && constructor === Array) {
         const items = item as unknown[];
-        header(0x90, 0xdc, 0xdd, items.length);
-        items.forEach(write);
+        arrayHeader(items.length);
+        for (let i = 0; i < items.length; i++) write(items[i]); // a hole as undefined, as msgpackr packs it
       } else if (typeof item === 'object' && item !== null && constructor === Object) {
         // msgpackr's map16, as its fast path for plain objects writes it (useRecords: false)
         const keys: string[] = [];
