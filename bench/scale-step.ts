@@ -10,6 +10,7 @@
 //
 //   node dist/bench/scale-step.js [--scenario scenarios/scale/qwen2.5-0.5b.yaml] [--budgets 512,1024,2048]
 //                                 [--proposals 8] [--answers 4] [--threads N] [--out bench/results/scale-step.json]
+//                                 [--trace-memory FILE]   (JSON lines: the memory sampled every 2 s, bench/memory-trace.ts)
 //   node dist/bench/scale-step.js --child BUDGET ...   (one step at one budget: what the parent runs; JSON out)
 
 import { spawnSync } from 'node:child_process';
@@ -18,6 +19,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BenchUsageError, benchArgs } from './args.js';
+import { MemoryTrace } from './memory-trace.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { openBackend } from '../src/backend/select.js';
 import type { FormatName } from '../src/domains/domain.js';
@@ -46,6 +48,7 @@ const args = benchArgs(import.meta.url, {
     threads: { type: 'string' }, // the CPU backend's (default: the scenario's, else one per core)
     out: { type: 'string', default: 'bench/results/scale-step.json' },
     child: { type: 'string' },
+    'trace-memory': { type: 'string' }, // a JSON-lines file: the memory sampled through the step (bench/memory-trace.ts)
   },
 });
 
@@ -84,7 +87,9 @@ async function oneStep(budget: BatchTokensSetting): Promise<StepResult> {
   const model = LlamaModel.upload(backend, config, randomModel(config, scenario.model.seed, 65_536));
   const parts = { config, tokenizer, maxContext: model.maxContext, model };
   const slots = slotCount(scenario);
-  const core = new LocalEngineCore(model, { ...coreSettings(scenario, parts), batchTokens: budget }, Array.from({ length: slots }, (_, s) => s), 0, new Pacer());
+  const trace = args['trace-memory'] === undefined ? undefined : new MemoryTrace(args['trace-memory']);
+  const pacer = new Pacer({ onProgress: (p) => trace?.sample(`${p.phase} ${p.done}/${p.total}`) });
+  const core = new LocalEngineCore(model, { ...coreSettings(scenario, parts), batchTokens: budget }, Array.from({ length: slots }, (_, s) => s), 0, pacer);
   const { rank, modules, init } = scenario.population.lora;
   await core.load(Array.from({ length: slots }, (_, seed) => randomAdapter(config, { rank, alpha: 2 * rank, targets: modules, seed, init })), null);
 
@@ -115,6 +120,7 @@ async function oneStep(budget: BatchTokensSetting): Promise<StepResult> {
   const timed = async <T>(tokens: (result: T) => number, work: () => Promise<T>): Promise<{ result: T; phase: Phase }> => {
     const [wall, cpu] = [performance.now(), process.cpuUsage()];
     const result = await work();
+    trace?.sample('phase end', true);
     const used = process.cpuUsage(cpu);
     return { result, phase: { wallS: (performance.now() - wall) / 1000, cpuS: (used.user + used.system) / 1e6, tokens: tokens(result), rssGiB: process.memoryUsage().rss / GIB } };
   };
@@ -152,7 +158,7 @@ if (args.child !== undefined) {
   console.log(JSON.stringify(await oneStep(budgetOf(args.child))));
 } else {
   const script = fileURLToPath(import.meta.url);
-  const passed = ['--scenario', args.scenario!, '--proposals', args.proposals!, '--answers', args.answers!, ...(args.threads === undefined ? [] : ['--threads', args.threads])];
+  const passed = ['--scenario', args.scenario!, '--proposals', args.proposals!, '--answers', args.answers!, ...(args.threads === undefined ? [] : ['--threads', args.threads]), ...(args['trace-memory'] === undefined ? [] : ['--trace-memory', args['trace-memory']])];
   const results: StepResult[] = [];
   for (const budget of args.budgets!.split(',')) {
     budgetOf(budget); // a bad value is named before any child runs

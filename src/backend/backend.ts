@@ -139,6 +139,12 @@ export interface Backend {
   readF32(t: Tensor): Promise<Float32Array>;
   readI32(t: Tensor): Promise<Int32Array>;
   free(t: Tensor): void;
+  /**
+   * Optional: a copy of t that free() gives back at once, to use instead of t (left to the garbage collector), for
+   * a tensor that lives long among short-lived ones. The CPU backend's arrays are otherwise freed when collected
+   * (CpuBackend.keep); a device buffer is freed at once already.
+   */
+  keep?(t: Tensor): Tensor;
   /** Release every device resource. The backend is unusable afterwards. */
   destroy(): void;
 

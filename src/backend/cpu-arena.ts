@@ -6,7 +6,8 @@
 // memory is shared (a SharedArrayBuffer): growing it never detaches the buffer, so a Float32Array handed out earlier
 // stays valid and every other piece of code reads and writes the weights as plain arrays, and the worker threads
 // (cpu-threads.ts) run the same kernels over the same memories. Blocks come from a first-fit free list; a block goes
-// back when its array is garbage collected (rowsView's sub-arrays keep their parent alive, see keepParent).
+// back when its array is garbage collected (rowsView's sub-arrays keep their parent alive, see keepParent), or at once
+// when its owner releases it (`release`: a KV cache when its micro-batch is done, CpuBackend.free).
 
 import { assert } from './backend.js';
 
@@ -112,10 +113,9 @@ export class Arena {
    * object on each read once it has grown, so each array's own is kept; its sub-arrays share it.)
    */
   private readonly homes = new WeakMap<ArrayBufferLike, number>();
-  private readonly collected = new FinalizationRegistry<{ memory: number; block: Block }>(({ memory, block }) => {
-    this.memories[memory]!.held -= block.bytes;
-    this.memories[memory]!.release(block);
-  });
+  private readonly collected = new FinalizationRegistry<{ memory: number; block: Block }>((owned) => this.giveBack(owned));
+  /** The block of every array `f32` handed out that is neither collected nor released. */
+  private readonly blocks = new WeakMap<Float32Array, { memory: number; block: Block }>();
   private readonly parents = new WeakMap<Float32Array, Float32Array>();
   private readonly newMemoryListeners: Array<(memory: WebAssembly.Memory, index: number) => void> = [];
   /** Set once no memory could be reserved at all: then every array is plain and the backend runs its plain loops. */
@@ -163,8 +163,28 @@ export class Arena {
     home.held += block.bytes;
     const view = new Float32Array(home.memory.buffer, block.at, length);
     this.homes.set(view.buffer, index);
-    this.collected.register(view, { memory: index, block });
+    this.blocks.set(view, { memory: index, block });
+    this.collected.register(view, { memory: index, block }, view);
     return view;
+  }
+
+  /**
+   * Gives the block of `array` (an array `f32` handed out, not a view of one) back at once, instead of when the array
+   * is collected; false for any other array. The array and its views must not be used again: their bytes go to the
+   * next block taken there.
+   */
+  release(array: Float32Array): boolean {
+    const owned = this.blocks.get(array);
+    if (!owned) return false;
+    this.blocks.delete(array);
+    this.collected.unregister(array);
+    this.giveBack(owned);
+    return true;
+  }
+
+  private giveBack({ memory, block }: { memory: number; block: Block }): void {
+    this.memories[memory]!.held -= block.bytes;
+    this.memories[memory]!.release(block);
   }
 
   /** Which memory holds an array, else undefined (a plain array). */

@@ -28,6 +28,11 @@ export class CpuBackend implements Backend {
   readonly maxBindingBytes = Number.POSITIVE_INFINITY;
   /** One matrix fits one memory of the arena (cpu-arena.ts); all of them, the machine's memory. */
   readonly hostMemory = { maxMatrixBytes: MAX_MEMORY_BYTES - 2 ** 20, totalBytes: totalmem() };
+  /**
+   * The arrays free() gives back to the arena: a kept tensor's (its own block), a KV cache's k and v (one block for
+   * both: it goes back when neither is in use).
+   */
+  private readonly releasable = new WeakMap<Float32Array, { block: Float32Array; inUse: number }>();
   /** uploadSampleRows' rows as given: the packed words hold temperature and topP in f32, sample() reads them in f64. */
   private readonly sampleRowsOf = new WeakMap<Tensor, readonly SampleRow[]>();
 
@@ -98,7 +103,34 @@ export class CpuBackend implements Backend {
   async readI32(t: Tensor): Promise<Int32Array> {
     return i32Of(t).slice();
   }
-  free(): void {}
+  /**
+   * A copy of t in the CPU arena, which free() gives back at once (arena.release) instead of when the garbage
+   * collector gets to it: for a tensor that lives long among short-lived ones (a training micro-batch's tape, its
+   * gradients). Plain arrays go back to malloc when collected, and glibc keeps the freed memory between live blocks
+   * resident, so a step's memory grew with the timing of collections (docs/scale.md). t itself is left to the
+   * collector; an int tensor, or one the arena cannot hold, is returned as it is.
+   */
+  keep(t: Tensor): Tensor {
+    const data = (t as CpuTensor).data;
+    const home = data instanceof Float32Array ? cpuArena().f32(data.length) : undefined;
+    if (!home) return t;
+    home.set(data);
+    this.releasable.set(home, { block: home, inUse: 1 });
+    return tensor(home, t.shape, t.dtype);
+  }
+
+  /**
+   * Gives a kept tensor's block (keep) back to the arena at once, and a KV cache's once both its halves are freed (a
+   * generation micro-batch's cache, the moment it is done); every other tensor is a plain array or a weight, left
+   * to the garbage collector.
+   */
+  free(t: Tensor): void {
+    const data = (t as CpuTensor).data as Float32Array;
+    const owner = this.releasable.get(data);
+    if (!owner) return;
+    this.releasable.delete(data);
+    if (--owner.inUse === 0) cpuArena().release(owner.block);
+  }
   /** Gives the threads back (the workers end when no backend holds any). */
   destroy(): void {
     this.threads.close();
@@ -111,9 +143,14 @@ export class CpuBackend implements Backend {
   createKvCache(dims: Omit<KvCache, 'k' | 'v'>): KvCache {
     const shape = [dims.layers, dims.slots, dims.maxLen, dims.kvHeads, dims.headDim];
     const n = numel(shape);
-    const both = cpuArena().f32(2 * n)?.fill(0) ?? new Float32Array(2 * n);
+    const inArena = cpuArena().f32(2 * n)?.fill(0);
+    const both = inArena ?? new Float32Array(2 * n);
     const [k, v] = [both.subarray(0, n), both.subarray(n)];
     [k, v].forEach((half) => cpuArena().keepParent(half, both));
+    if (inArena) {
+      const owner = { block: inArena, inUse: 2 };
+      [k, v].forEach((half) => this.releasable.set(half, owner));
+    }
     return { ...dims, k: tensor(k, shape, 'f32'), v: tensor(v, shape, 'f32') };
   }
 

@@ -2,9 +2,9 @@
 // a resume needs) and `manifest.json`, written last: the size and SHA-256 of every other file, the event log's
 // position (record count and run hash) after step N, and the scenario the run was started with. A checkpoint is
 // written in `step-N.partial/`, synced, and renamed into place, so it exists whole or not at all; resume, export
-// and report verify it against its manifest, so one flipped byte is named instead of resumed from.
+// and report verify it against its manifest, so one flipped byte is named instead of resumed from. The state is
+// written and hashed piece by piece (state-file.ts): at real size it is 0.84 GB, and a buffer of it was a step's peak.
 
-import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
@@ -13,6 +13,7 @@ import { withoutMachineSettings, type Scenario } from '../scenario/scenario.js';
 import type { AdamWState } from '../train/adamw.js';
 import { asDiskFull, jsonText, resumeAdvice, RunFolderError, syncPath, writeNewFile, type Disk } from '../runtime/durable.js';
 import { canonical, type LogPosition } from '../runtime/event-log.js';
+import { fileDigest, writePackedFile } from './state-file.js';
 
 export interface CheckpointState {
   step: number; // steps completed
@@ -76,8 +77,6 @@ export function filesUnder(dir: string, prefix = ''): string[] {
     .sort();
 }
 
-const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
-
 /**
  * Writes checkpoint `contents.step`: every file, then the manifest, each synced with its folder, then (after
  * `beforeRename`, which syncs what the checkpoint must not be ahead of) the rename that makes it the run's newest
@@ -91,12 +90,9 @@ export function writeCheckpoint(runDir: string, contents: CheckpointContents, di
   try {
     const baseModel = 'path' in contents.scenario.model ? contents.scenario.model.path : null;
     for (const { id, adapter } of contents.members) savePeftAdapter(join(staging, id), { ...adapter, baseModel });
-    writeNewFile(disk, join(staging, STATE_FILE), packr.pack(contents.state), resumeAdvice(runDir));
+    writePackedFile(disk, join(staging, STATE_FILE), contents.state, packr, resumeAdvice(runDir)); // piece by piece: the state is 0.84 GB at real size
     const files: CheckpointManifest['files'] = {};
-    for (const file of filesUnder(staging)) {
-      const bytes = readFileSync(join(staging, file)); // what reached the file, not what was meant to
-      files[file] = { bytes: bytes.length, sha256: sha256(bytes) };
-    }
+    for (const file of filesUnder(staging)) files[file] = fileDigest(join(staging, file)); // what reached the file, not what was meant to
     const manifest: CheckpointManifest = { format: MANIFEST_FORMAT, step: contents.step, events: contents.events, scenario: recordedScenario(contents.scenario), files };
     writeNewFile(disk, join(staging, MANIFEST_FILE), jsonText(canonical(manifest)), resumeAdvice(runDir)); // keys sorted: the bytes do not depend on how the scenario was built
     for (const file of filesUnder(staging)) syncPath(disk, join(staging, file));
@@ -130,7 +126,7 @@ export function checkpointProblems(runDir: string, step: number): { manifest: Ch
   for (const [file, expected] of Object.entries(manifest.files)) {
     const path = join(dir, file);
     if (!existsSync(path)) problems.push(`${path} is missing (${MANIFEST_FILE} lists it)`);
-    else if (statSync(path).size !== expected.bytes || sha256(readFileSync(path)) !== expected.sha256) problems.push(`${path} does not match its checksum in ${MANIFEST_FILE}: the file is damaged`);
+    else if (statSync(path).size !== expected.bytes || fileDigest(path).sha256 !== expected.sha256) problems.push(`${path} does not match its checksum in ${MANIFEST_FILE}: the file is damaged`);
   }
   for (const file of filesUnder(dir)) if (file !== MANIFEST_FILE && !(file in manifest.files)) problems.push(`${join(dir, file)} is not in ${MANIFEST_FILE}: the run did not write it`);
   return { manifest, problems };

@@ -73,6 +73,11 @@ export function tapeTensors(tape: Tape): Tensor[] {
   return [...Object.values(tape.inputs), ...selection, ...tape.layers.flatMap((l) => Object.values(l)), tape.xFinal, tape.normed, tape.logits];
 }
 
+/** Each tensor of `tensors` through `keep`. */
+function keepAll<T extends Record<string, Tensor>>(keep: (t: Tensor) => Tensor, tensors: T): T {
+  return Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, keep(t)])) as T;
+}
+
 /** Runs a pass written as a generator (it yields between layers) to its end. */
 function runThrough<T>(pass: Generator<void, T>): T {
   for (;;) {
@@ -181,8 +186,11 @@ export class LlamaTrainer {
       if (inputs.adapters && this.bank!.targets(module)) this.bank!.apply(y, x, layer, module, inputs.adapters);
       return y;
     };
+    // The tape is kept where free() gives it back at once (Backend.keep: the CPU backend's arena), so that a
+    // micro-batch's activations go back when freeTape is called, whatever the thread count or the collector's timing.
+    const keep = (t: Tensor) => b.keep?.(t) ?? t;
     const layers: LayerTape[] = [];
-    let x = b.embedding(model.embedTokens, inputs.tokens); // [T, D]
+    let x = keep(b.embedding(model.embedTokens, inputs.tokens)); // [T, D]
     for (const [l, weights] of model.layers.entries()) {
       const h1 = b.rmsNorm(x, weights.inputNorm, c.rmsNormEps);
       const [q, k, v] = [linear(h1, l, 'q_proj'), linear(h1, l, 'k_proj'), linear(h1, l, 'v_proj')];
@@ -196,14 +204,14 @@ export class LlamaTrainer {
       const activated = b.swiglu(gate, up);
       const next = linear(activated, l, 'down_proj');
       b.addInPlace(next, xMid);
-      layers.push({ xIn: x, h1, q, k, v, attended, xMid, h2, gate, up, activated });
-      x = next;
+      layers.push({ xIn: x, ...keepAll(keep, { h1, q, k, v, attended, xMid, h2, gate, up, activated }) });
+      x = keep(next);
       yield;
     }
     const rows = selection ? b.gatherRows(x, selection.picked) : x; // [M, D]
     const normed = b.rmsNorm(rows, model.finalNorm, c.rmsNormEps);
     if (rows !== x) b.free(rows);
-    const logits = b.matmul(normed, model.lmHead); // [M, V]
+    const logits = keep(b.matmul(normed, model.lmHead)); // [M, V]
     if (batch.logitBias) addBias(b, logits, selection ? biasRows(batch.logitBias, selection.pickedRows, logits.shape[1]!) : batch.logitBias); // a grammar's forbidden tokens (grammar-policy.ts)
     return { batch, inputs, selection, layers, xFinal: x, normed, logits };
   }
@@ -250,7 +258,7 @@ export class LlamaTrainer {
     }
     const accumulate = (key: string, g: Tensor) => {
       const existing = grads.get(key);
-      if (!existing) return void grads.set(key, g);
+      if (!existing) return void grads.set(key, b.keep?.(g) ?? g); // kept as the tape is: they live the whole step
       b.addInPlace(existing, g);
       b.free(g);
     };
