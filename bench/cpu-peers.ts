@@ -20,12 +20,9 @@
 // bench runs it with /usr/bin/python3 (TORCH_PYTHON overrides). --peers takes either one alone, or none; --parts
 // times inference or training alone (a 0.5B model's three sides together hold ~7 GB).
 
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { BenchUsageError, benchArgs } from './args.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { loadModel } from '../src/model/checkpoint.js';
@@ -37,6 +34,8 @@ import { LlamaTrainer } from '../src/train/llama-backward.js';
 import { policyGradientStep } from '../src/train/steps.js';
 import { checkAgreement, checkPrompt, CHECK_PROMPT_LEN, CHECK_STEPS, convertToGguf, ggufPyDirectory, lastLogits, LlamaCppPeer, LOGIT_TOLERANCE, maxAbsDiff, median, spreadOf, timedShape, timePopulora, writeModelFolders, type Agreement, type PopuloraSide } from './peers/llama-cpp-peer.js';
 import type { LlamaCppInfo, PeerReply, TimedShape } from './peers/protocol.js';
+import type { JsonLinesProcess } from './peers/json-lines-process.js';
+import { startTorch } from './peers/torch-peer.js';
 import { presetConfig } from './presets.js';
 
 const args = benchArgs(import.meta.url, {
@@ -70,40 +69,6 @@ const PEERS = args.peers === 'none' ? [] : args.peers!.split(',');
 for (const peer of PEERS) if (peer !== 'llama.cpp' && peer !== 'torch') throw new BenchUsageError(`--peers: unknown "${peer}"; choose llama.cpp, torch, both (llama.cpp,torch) or none`);
 const PARTS = args.parts!.split(',');
 for (const part of PARTS) if (part !== 'inference' && part !== 'training') throw new BenchUsageError(`--parts: unknown "${part}"; choose inference, training or both (inference,training)`);
-const here = dirname(fileURLToPath(import.meta.url));
-
-// ---- PyTorch, in a Python process driven by JSON lines ----
-
-class TorchPeer {
-  private readonly replies: Array<(line: string) => void> = [];
-
-  private constructor(private readonly child: ChildProcessWithoutNullStreams) {
-    createInterface({ input: child.stdout }).on('line', (line) => this.replies.shift()?.(line));
-    child.stderr.on('data', (chunk: Buffer) => process.stderr.write(`[torch] ${chunk.toString()}`));
-  }
-
-  static start(modelDir: string, adapterDirs: string[]): TorchPeer {
-    const python = process.env['TORCH_PYTHON'] ?? '/usr/bin/python3'; // Debian's, where apt installs python3-torch
-    const script = join(here.replace(/\/dist\/bench$/, '/bench'), 'peers', 'torch_lora_step.py');
-    return new TorchPeer(spawn(python, [script, modelDir, ...adapterDirs], { stdio: 'pipe' }));
-  }
-
-  request<T>(request: object): Promise<T> {
-    return new Promise((resolve, reject) => {
-      this.child.once('exit', (code) => reject(new Error(`PyTorch's process exited (status ${code}): is python3-torch installed? (apt-get install -y python3-torch, as root)`)));
-      this.replies.push((line) => {
-        const reply = JSON.parse(line) as T & { error?: string };
-        if (reply.error) reject(new Error(`PyTorch: ${reply.error}`));
-        else resolve(reply);
-      });
-      this.child.stdin.write(`${JSON.stringify(request)}\n`);
-    });
-  }
-
-  close(): void {
-    this.child.stdin.end();
-  }
-}
 
 // ---- The run ----
 
@@ -139,7 +104,7 @@ async function main() {
   adapterDirs.forEach((d, slot) => bank.load(slot, loadPeftAdapter(d, config)));
   const side: PopuloraSide = { backend, model, bank };
   let llamaCpp: { peer: LlamaCppPeer; info: LlamaCppInfo } | undefined;
-  let torch: TorchPeer | undefined;
+  let torch: JsonLinesProcess | undefined;
   try {
     const agreements: Agreement[] = [];
     if (PEERS.includes('llama.cpp')) {
@@ -150,7 +115,7 @@ async function main() {
     }
     let torchAgreement: { maxAbsLogitDiff: number; logitSpread: number } | undefined;
     if (PEERS.includes('torch')) {
-      torch = TorchPeer.start(modelDir, adapterDirs);
+      torch = startTorch(modelDir, adapterDirs);
       const prompt = checkPrompt(config.vocabSize);
       const ours = await lastLogits(side, prompt, 0);
       const { logits } = await torch.request<{ logits: number[] }>({ type: 'check', tokens: prompt, adapter: 0 });
@@ -206,7 +171,7 @@ async function main() {
     report({ loadBefore, loads, inference, training, agreements, torchAgreement, llamaCppInfo: llamaCpp?.info });
   } finally {
     llamaCpp?.peer.close();
-    torch?.close();
+    void torch?.close();
     backend.destroy();
   }
 }
