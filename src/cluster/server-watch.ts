@@ -19,6 +19,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { connect, errors, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { ClusterError, ServerLostError } from './errors.js';
 
+/**
+ * The wall clock, the only one this file reads: it paces reconnection, bounds how long a lost server is waited for,
+ * and times the lines said. Nothing of a run is decided by it: a worker that gives up ends as a fault.
+ */
+const wallNowMs = () => Date.now(); // wall-clock-ok: connection pacing and the give-up guard, not a run decision
+
 export interface ServerLimits {
   reconnectMs: number;
   drainMs: number;
@@ -107,7 +113,7 @@ export class ServerWatch {
 
   /** The reconnection handler's wait (ConnectionOptions.reconnectDelayHandler). */
   nextWaitMs(): number {
-    return reconnectWaitMs(this.lostAt === null ? 0 : Date.now() - this.lostAt);
+    return reconnectWaitMs(this.lostAt === null ? 0 : wallNowMs() - this.lostAt);
   }
 
   get connected(): boolean {
@@ -116,7 +122,7 @@ export class ServerWatch {
 
   /** Within SETTLE_MS of a reconnection. */
   settling(): boolean {
-    return Date.now() - this.reconnectedAt < SETTLE_MS;
+    return wallNowMs() - this.reconnectedAt < SETTLE_MS;
   }
 
   /** Notes work in hand (named in the lines) until the returned function is called. */
@@ -173,7 +179,7 @@ export class ServerWatch {
    */
   stopping(reason: string): void {
     if (this.stop || this.closed) return;
-    this.stop = { reason, at: Date.now() };
+    this.stop = { reason, at: wallNowMs() };
     if (this.lostAt !== null) {
       this.options.say(`${reason}: the NATS server at ${this.options.url} has been unreachable since ${clockTime(this.lostAt)}; waiting at most ${seconds(this.options.limits.drainMs)} more for it (${LIMIT_VARIABLES.drain}), then stopping with what is in hand abandoned`);
       this.arm();
@@ -203,7 +209,7 @@ export class ServerWatch {
   private lost(): void {
     if (this.closed || this.lostAt !== null) return;
     this.epoch++;
-    this.lostAt = Date.now();
+    this.lostAt = wallNowMs();
     const { url, limits } = this.options;
     this.options.say(`lost the NATS server at ${url} at ${clockTime(this.lostAt)}; reconnecting (${BACKOFF_TEXT}) for up to ${seconds(limits.reconnectMs)} (${LIMIT_VARIABLES.reconnect}); ${this.doing()}`);
     if (this.stop) this.options.say(`${this.stop.reason}: waiting at most ${seconds(limits.drainMs)} for the NATS server (${LIMIT_VARIABLES.drain}), then stopping with what is in hand abandoned`);
@@ -213,9 +219,9 @@ export class ServerWatch {
 
   private regained(): void {
     if (this.closed || this.lostAt === null) return;
-    this.options.say(`reconnected to the NATS server at ${this.options.url} after ${seconds(Date.now() - this.lostAt)}; carrying on`);
+    this.options.say(`reconnected to the NATS server at ${this.options.url} after ${seconds(wallNowMs() - this.lostAt)}; carrying on`);
     this.lostAt = null;
-    this.reconnectedAt = Date.now();
+    this.reconnectedAt = wallNowMs();
     this.disarm();
     this.wake();
   }
@@ -226,7 +232,7 @@ export class ServerWatch {
     if (this.lostAt === null) return;
     const { reconnectMs, drainMs } = this.options.limits;
     const at = Math.min(this.lostAt + reconnectMs, this.stop ? Math.max(this.lostAt, this.stop.at) + drainMs : Number.POSITIVE_INFINITY);
-    this.giveUpTimer = setTimeout(() => this.giveUp(), Math.max(0, at - Date.now()));
+    this.giveUpTimer = setTimeout(() => this.giveUp(), Math.max(0, at - wallNowMs()));
     this.giveUpTimer.unref(); // the connection's own reconnection keeps the process alive meanwhile
   }
 
@@ -239,8 +245,8 @@ export class ServerWatch {
     if (this.closed || this.lostAt === null) return;
     const { url, limits } = this.options;
     const since = clockTime(this.lostAt);
-    const why = this.stop && Date.now() - this.lostAt < limits.reconnectMs
-      ? `${this.stop.reason}, and the NATS server at ${url} has been unreachable since ${since}: gave up waiting for it after ${seconds(Date.now() - Math.max(this.lostAt, this.stop.at))} (${LIMIT_VARIABLES.drain})`
+    const why = this.stop && wallNowMs() - this.lostAt < limits.reconnectMs
+      ? `${this.stop.reason}, and the NATS server at ${url} has been unreachable since ${since}: gave up waiting for it after ${seconds(wallNowMs() - Math.max(this.lostAt, this.stop.at))} (${LIMIT_VARIABLES.drain})`
       : `the NATS server at ${url} has been unreachable since ${since}, for ${seconds(limits.reconnectMs)}, the limit (${LIMIT_VARIABLES.reconnect})`;
     this.failure = new ServerLostError(`${why}: ${this.options.consequence(this.inHand())}`);
     this.wake();
@@ -279,17 +285,17 @@ export async function connectWatched(connection: ConnectionOptions, options: Wat
   const watch = new ServerWatch(options);
   const settings: ConnectionOptions = { ...connection, maxReconnectAttempts: -1, reconnectDelayHandler: () => watch.nextWaitMs(), pingInterval: PING.intervalMs, maxPingOut: PING.maxOut };
   const { url, limits, say } = options;
-  const started = Date.now();
+  const started = wallNowMs();
   for (let said = false; ; said = true) {
     try {
       const nc = await connect(settings);
-      if (said) say(`reached the NATS server at ${url} after ${seconds(Date.now() - started)}`);
+      if (said) say(`reached the NATS server at ${url} after ${seconds(wallNowMs() - started)}`);
       watch.attach(nc);
       Object.defineProperty(nc, WATCH, { value: watch });
       return nc;
     } catch (error) {
       if (!worthRetrying(error)) throw error;
-      const waited = Date.now() - started;
+      const waited = wallNowMs() - started;
       const why = (error as Error).message;
       if (waited >= limits.reconnectMs) throw new ServerLostError(`no NATS server answers at ${url} after ${seconds(waited)} (${why}; the limit: ${LIMIT_VARIABLES.reconnect}): start nats-server there, or check the URL`);
       if (!said) say(`waiting for the NATS server at ${url} (${why}); trying again (${BACKOFF_TEXT}) for up to ${seconds(limits.reconnectMs)} (${LIMIT_VARIABLES.reconnect})`);
