@@ -323,15 +323,20 @@ function containerText(kind: Kind, parts: string[]): string {
 
 const hex = (value: number, width: number) => value.toString(16).padStart(width, '0');
 
-/** repr() of a str given its code points; `printable` is CPython's Py_UNICODE_ISPRINTABLE. */
-export function stringRepr(codePoints: ArrayLike<number>, printable: (codePoint: number) => boolean): string {
+/** The quote repr() of a str or bytes uses, as CPython picks it: double only when the text has ' and no ". */
+function reprQuote(units: ArrayLike<number>): number {
   let hasSingle = false;
   let hasDouble = false;
-  for (let i = 0; i < codePoints.length; i++) {
-    if (codePoints[i] === 0x27) hasSingle = true;
-    else if (codePoints[i] === 0x22) hasDouble = true;
+  for (let i = 0; i < units.length; i++) {
+    if (units[i] === 0x27) hasSingle = true;
+    else if (units[i] === 0x22) hasDouble = true;
   }
-  const quote = hasSingle && !hasDouble ? 0x22 : 0x27;
+  return hasSingle && !hasDouble ? 0x22 : 0x27;
+}
+
+/** repr() of a str given its code points; `printable` is CPython's Py_UNICODE_ISPRINTABLE. */
+export function stringRepr(codePoints: ArrayLike<number>, printable: (codePoint: number) => boolean): string {
+  const quote = reprQuote(codePoints);
   const out: string[] = [String.fromCharCode(quote)];
   for (let i = 0; i < codePoints.length; i++) {
     const c = codePoints[i]!;
@@ -352,13 +357,7 @@ export function stringRepr(codePoints: ArrayLike<number>, printable: (codePoint:
 
 /** repr() of a bytes object. */
 export function bytesRepr(bytes: ArrayLike<number>): string {
-  let hasSingle = false;
-  let hasDouble = false;
-  for (let i = 0; i < bytes.length; i++) {
-    if (bytes[i] === 0x27) hasSingle = true;
-    else if (bytes[i] === 0x22) hasDouble = true;
-  }
-  const quote = hasSingle && !hasDouble ? 0x22 : 0x27;
+  const quote = reprQuote(bytes);
   const out: string[] = ['b', String.fromCharCode(quote)];
   for (let i = 0; i < bytes.length; i++) {
     const c = bytes[i]!;
