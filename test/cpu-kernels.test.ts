@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { combine, combineReference, gram, gramReference, type VectorRef } from '../src/backend/stacked-vectors.js';
 import { matrix, multiply, multiplyReference, orthogonalizeColumns, orthogonalizeColumnsReference } from '../src/evolution/linalg.js';
 // @ts-expect-error: a plain .mjs build script, without types
-import { compileWat } from '../kernels/cpu/build.mjs';
+import { compileFused, compileWat, FUSED_KERNELS } from '../kernels/cpu/build.mjs';
 
 const bits = (a: Float32Array | Float64Array) => Array.from(new Uint32Array(a.buffer, a.byteOffset, a.byteLength / 4));
 
@@ -117,5 +117,8 @@ describe('kernels/cpu binaries', () => {
       const built = (await compileWat(directory + source)) as Buffer;
       expect(built.equals(readFileSync(directory + source.replace(/\.wat$/, '.wasm'))), source).toBe(true);
     }
+    expect(FUSED_KERNELS).toEqual(['dense']);
+    const fused = (await compileFused(`${directory}dense.wat`)) as Buffer;
+    expect(fused.equals(readFileSync(`${directory}dense_fma.wasm`)), 'dense_fma.wasm').toBe(true);
   });
 });

@@ -158,12 +158,14 @@ export function unpadRows(rows: Float32Array, T: number, width: number, padded: 
 /** Rows a block of the row-block layout holds. */
 const BLOCK_ROWS = 16;
 // matmulBlocks streams every token's x (as f64) through each block, where the row-major kernel tiles tokens by 32: it
-// runs while x fits this (a core's L2: 128 tokens at d 256, 36 at d 896; measured faster up to 128 tokens at d 256),
-// the row-major kernel past it (long prompts, training).
-const MAX_BLOCK_X_BYTES = 256 * 1024;
-// The row blocks made in this process, all weights together, at most: they double an f16 weight's memory, and the
-// arena (4 GiB a thread) also holds the weights themselves, the KV caches and the kernels' scratch.
-const MAX_ROW_BLOCK_BYTES = 2 ** 30;
+// runs while x fits this (half a core's L2 here: 73 tokens at d 896, 13 at the 0.5B down projection's 4,864, so
+// 8 × 8 decode's too: 1.3x the row-major kernel there, bench/cpu-bandwidth.ts), the row-major kernel past it (long
+// prompts, training).
+const MAX_BLOCK_X_BYTES = 512 * 1024;
+// The row blocks made in this process, all weights together, at most: they double an f16 weight's memory. 2 GiB
+// holds a 0.5B model's (1.84 GiB, its tied LM head included); at 1 GiB, its last 6 layers and its LM head, 46% of a
+// token's multiply-adds, took the row-major kernel, half as fast for a lone token.
+const MAX_ROW_BLOCK_BYTES = 2 * 2 ** 30;
 let rowBlockBytes = 0;
 
 /** Each f16 weight's copy in row blocks, made at its first product (null: over the budget, or the arena is full). */

@@ -21,7 +21,7 @@ import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { assert } from './backend.js';
 import { cpuArena } from './cpu-arena.js';
 import { ROW_KERNELS } from './cpu-rows.js';
-import { cpuKernelModule } from './kernel-files.js';
+import { cpuKernelBuild, cpuKernelModule } from './kernel-files.js';
 import { compiledWorker } from '../runtime/worker-threads.js';
 
 /**
@@ -66,7 +66,8 @@ export function instantiateKernels(memory: WebAssembly.Memory, modules: Record<s
   })) as Kernels;
 }
 
-export const kernelModules = (): Record<string, WebAssembly.Module> => Object.fromEntries(MODULE_NAMES.map((name) => [name, cpuKernelModule(name)]));
+/** Each module the threads instantiate, in the build this process runs (dense's multiply-adds fused where it can). */
+export const kernelModules = (): Record<string, WebAssembly.Module> => Object.fromEntries(MODULE_NAMES.map((name) => [name, cpuKernelModule(cpuKernelBuild(name))]));
 
 /** One thread's kernels: a set of instances for each memory of the arena, made at its first call there. */
 export class ThreadKernels {

@@ -5,6 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
 import { assert } from './backend.js';
 
 export function kernelsDirectory(): string {
@@ -48,6 +49,22 @@ export function cpuKernelModule(name: string): WebAssembly.Module {
     modules.set(name, module);
   }
   return module;
+}
+
+/**
+ * The build of kernels/cpu/<name> this process runs: <name>_fma.wasm, its multiply-adds fused (kernels/cpu/build.mjs:
+ * the same bits, one instruction in place of a multiplication and an addition), where the file exists and this V8
+ * compiles WebAssembly's relaxed SIMD; else the plain <name>.wasm. Node 22 ships relaxed SIMD; Node 20's V8 (11.3)
+ * has it behind a flag, set here before the build compiles (V8's flags are the process's: the CPU threads, which
+ * instantiate the module compiled here, need nothing more). POPULORA_CPU_FMA=0 keeps the plain builds (the same
+ * bits: to time one against the other).
+ */
+export function cpuKernelBuild(name: string): string {
+  const fused = join(kernelsDirectory(), 'cpu', `${name}_fma.wasm`);
+  if (process.env.POPULORA_CPU_FMA === '0' || !existsSync(fused)) return name;
+  const bytes = readFileSync(fused);
+  if (!WebAssembly.validate(bytes)) setFlagsFromString('--experimental-wasm-relaxed-simd');
+  return WebAssembly.validate(bytes) ? `${name}_fma` : name;
 }
 
 const NEEDS_SIMD = 'it needs WebAssembly with 128-bit SIMD: Node 20 or later on x64 with SSE4.1, or on arm64; after editing its .wat, run npm run build:wasm';
