@@ -14,7 +14,7 @@ import type { DomainPretraining, ModelCardFacts, PretrainCorpus, PretrainSetting
 import { TrainingPrograms, buildPool, corpusExample, poolTask, type PoolProgram } from './corpus-pool.js';
 import { proposalPrompt, solvePrompt } from './prompts.js';
 import { CODE_TASK_TYPES, PYTHON_ALPHABET, SEED_TASKS, type CodeTask } from './tasks.js';
-import { PythonVerifierPool } from './verifier-pool.js';
+import { DEFAULT_WALL_CLOCK_GUARD_MS, PythonVerifierPool } from './verifier-pool.js';
 
 const corpusSchema = z.strictObject({
   programs: int(2).default(6000), // distinct validated programs in the pool, held-out ones included
@@ -25,6 +25,9 @@ const corpusSchema = z.strictObject({
   heldOutFrom: z.string({ error: 'expected the path of a held_out.json, e.g. models/python-tiny/held_out.json' }).optional(),
   references: int(0).default(1), // most reference tasks a proposal example shows (as scenarios' tasks.references)
   workers: int(1).default(2), // sandbox processes validating the pool
+  // A sandbox job's wall-clock guard (ms; counted fuel ends every ordinary program first). A pause of the run
+  // (SIGSTOP on a shared machine) longer than this faults the job, and a fault while the pool is built ends the run.
+  guardMs: int(1).default(DEFAULT_WALL_CLOCK_GUARD_MS),
 });
 const evalSchema = z.strictObject({
   tasks: int(1).default(200), // held-out code_o tasks, and as many code_i tasks
@@ -124,7 +127,7 @@ async function openCorpus(settings: PretrainSettings, streams: Streams, context:
   const available = given === null ? corpus.heldOut : Math.min(given.code_o.length, given.code_i.length);
   if (available < evaluation.tasks) throw new RangeError(`field "eval.tasks": ${evaluation.tasks} held-out tasks of each type need at least as many held-out ${given === null ? `programs (corpus.heldOut is ${corpus.heldOut})` : `tasks (${corpus.heldOutFrom} has ${available})`}`);
   const tokenizer = pythonTokenizer();
-  const verifier = new PythonVerifierPool(corpus.workers);
+  const verifier = new PythonVerifierPool(corpus.workers, { wallClockGuardMs: corpus.guardMs });
   try {
     const excluded = new Set(given?.programs.map((p) => p.program));
     const pool = await buildPool(verifier, streams.stream('programs'), streams.stream('held-out'), corpus.programs, given === null ? corpus.heldOut : 0, excluded);
