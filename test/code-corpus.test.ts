@@ -1,9 +1,10 @@
 // The code domain's pretraining corpus: programs follow from the seed; every generated program passes the sandbox,
 // and its recorded outputs are the host CPython's (an independent oracle); examples are the actors' own text, their
 // answers judged right by the verifier's check jobs; held-out programs never appear in training text; the
-// pretraining scenario names its bad fields; and a very short pretraining on the code domain runs and repeats.
+// pretraining scenario names its bad fields; a very short pretraining on the code domain runs and repeats; and a model
+// pretrained beside another (corpus.heldOutFrom) never sees that one's held-out programs and is scored on its tasks.
 
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +12,7 @@ import { CpuBackend } from '../src/backend/cpu.js';
 import type { VerifyOutcome } from '../src/domains/domain.js';
 import { randomProgram } from '../src/domains/python/corpus.js';
 import { TrainingPrograms, buildPool, corpusExample, poolTask, type PoolProgram, type ProgramPool } from '../src/domains/python/corpus-pool.js';
+import { readHeldOutFile, type HeldOutTasks } from '../src/domains/python/pretraining.js';
 import { proposalPrompt, solvePrompt } from '../src/domains/python/prompts.js';
 import { proposalText, type CodeTask, type CodeTaskType } from '../src/domains/python/tasks.js';
 import { PythonVerifierPool } from '../src/domains/python/verifier-pool.js';
@@ -63,6 +65,17 @@ describe('the validated pool', () => {
       for (const program of heldOut) expect(prompt.includes(program) || completion.includes(program)).toBe(false);
     }
   });
+
+  it('keeps another model\'s held-out programs out: the same seed then validates others in their place', async () => {
+    const heldOut = new Set(pool.heldOut.map((p) => p.program));
+    const streams = new Streams(9);
+    const beside = await buildPool(verifier, streams.stream('programs'), streams.stream('held-out'), 150, 0, heldOut);
+    expect(beside.heldOut).toEqual([]);
+    expect(beside.training.length).toBe(150);
+    expect(beside.training.filter((p) => heldOut.has(p.program))).toEqual([]);
+    const besideTexts = new Set(beside.training.map((p) => p.program));
+    expect(pool.training.filter((p) => !besideTexts.has(p.program))).toEqual([]); // the same draws, less the excluded
+  }, 120_000);
 
   it('writes the actors\' text, and the verifier marks every answer right and validates every proposal', async () => {
     const [rng, training] = [new Streams(9).stream('corpus', 1), new TrainingPrograms(pool.training)];
@@ -135,5 +148,21 @@ describe('pretraining on the code domain', () => {
     const heldOut = first.heldOut as { programs: PoolProgram[]; code_o: unknown[] };
     expect(heldOut.programs.length).toBe(6);
     expect(heldOut.code_o.length).toBe(4);
+
+    // Another model pretrained beside this one (corpus.heldOutFrom) is scored on the same tasks and never sees their programs.
+    const file = join(a, 'held_out.json');
+    writeFileSync(file, JSON.stringify(first.heldOut));
+    const besideText = `name: t\nseed: 4\ndomain: python\nmodel: { preset: tiny }\ncorpus: { programs: 60, heldOutFrom: ${file}, workers: 1 }\ntrain: { steps: 1, batch: 4 }\neval: { tasks: 3, proposals: 0, maxTokens: 16 }\nout: ${b}\n`;
+    const beside = (await pretrain(parsePretrainScenario(besideText, 't.yaml'), cpu)).heldOut as HeldOutTasks & { training: number };
+    expect(beside.programs).toEqual(heldOut.programs);
+    expect(beside.code_o).toEqual(heldOut.code_o.slice(0, 3));
+    expect(beside.training).toBe(60);
   }, 240_000);
+
+  it('names the file and the field when corpus.heldOutFrom is not a held_out.json', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'populora-held-out-'));
+    expect(() => readHeldOutFile(join(dir, 'missing.json'))).toThrow(/^field "corpus\.heldOutFrom": cannot read .*missing\.json as JSON/);
+    writeFileSync(join(dir, 'bad.json'), JSON.stringify({ programs: [{ program: 'def f(x):\n    return x' }], code_o: [{ type: 'code_i', program: 'x' }], code_i: [] }));
+    expect(() => readHeldOutFile(join(dir, 'bad.json'))).toThrow(/^field "corpus\.heldOutFrom": .*bad\.json: field "code_o\.0\.type"/);
+  });
 });

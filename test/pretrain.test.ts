@@ -63,6 +63,17 @@ describe('pretraining', () => {
     expect(saved.config.vocabSize).toBe(first.config.vocabSize);
   });
 
+  it('leaves the model of its last evaluation when stopped later: the weights of a run of that many steps', async () => {
+    const [cut, short] = [mkdtempSync(join(tmpdir(), 'populora-pretrain-')), mkdtempSync(join(tmpdir(), 'populora-pretrain-'))];
+    const stopAt6 = (p: { step: number }) => {
+      if (p.step === 6) throw new Error('stopped');
+    };
+    const everyFour = (out: string, steps: number) => parsePretrainScenario(`name: t\nseed: 2\nmodel: { preset: tiny }\ntrain: { steps: ${steps}, batch: 8, lr: 0.01 }\neval: { tasks: 20, every: 4 }\nout: ${out}\n`, 't.yaml');
+    await expect(pretrain(everyFour(cut, 12), cpu, stopAt6)).rejects.toThrow('stopped');
+    await pretrain(everyFour(short, 4), cpu);
+    expect(readFileSync(join(cut, 'model.safetensors')).equals(readFileSync(join(short, 'model.safetensors')))).toBe(true);
+  });
+
   it('schedules the learning rate: constant, or a cosine from lr at the first step down to lr / 10 at the last', () => {
     const train = { steps: 101, batch: 1, lr: 0.002, maxGradNorm: 1 };
     expect(learningRate({ ...train, schedule: 'constant' }, 70)).toBe(0.002);

@@ -29,6 +29,7 @@ export async function pretrainCommand(file: string, options: { out?: string }): 
   const preparing = pretrainingOf(scenario).preparing(domainSettings(scenario));
   if (preparing !== null) console.log(preparing);
   const started = performance.now();
+  const cpuStarted = process.cpuUsage(); // this process's threads: wall time alone says little on a shared machine
   let barStarted = false;
   let lastScores = '  -  ';
   let lastLine = started;
@@ -47,12 +48,14 @@ export async function pretrainCommand(file: string, options: { out?: string }): 
     });
     bar.stop();
     const minutes = (performance.now() - started) / 60_000;
+    const cpu = process.cpuUsage(cpuStarted);
+    const cpuMinutes = (cpu.user + cpu.system) / 60e6;
     const final = result.evaluations.at(-1)!;
-    writeFileSync(join(out, 'pretrain_log.json'), `${JSON.stringify({ scenario, device: backend.deviceDescription, minutes, losses: result.losses, evaluations: result.evaluations }, null, 1)}\n`);
+    writeFileSync(join(out, 'pretrain_log.json'), `${JSON.stringify({ scenario, device: backend.deviceDescription, minutes, cpuMinutes, losses: result.losses, evaluations: result.evaluations }, null, 1)}\n`);
     if (result.heldOut !== null) writeFileSync(join(out, 'held_out.json'), `${JSON.stringify(result.heldOut, null, 1)}\n`);
     writeLossCurve(join(out, 'loss.html'), `pretraining ${scenario.name}`, result.losses, result.evaluations);
-    writeFileSync(join(out, 'README.md'), modelCard(file, scenario, result, backend.deviceDescription, minutes));
-    console.log(`held-out ${showScores(final.scores)}; final loss ${result.losses.at(-1)!.toFixed(3)}; ${minutes.toFixed(1)} min`);
+    writeFileSync(join(out, 'README.md'), modelCard(file, scenario, result, backend.deviceDescription, minutes, cpuMinutes));
+    console.log(`held-out ${showScores(final.scores)}; final loss ${result.losses.at(-1)!.toFixed(3)}; ${minutes.toFixed(1)} min (${cpuMinutes.toFixed(1)} CPU min)`);
     console.log(`model: ${out} (Hugging Face layout); loss curve: ${join(out, 'loss.html')}`);
   } finally {
     bar.stop();
@@ -60,14 +63,15 @@ export async function pretrainCommand(file: string, options: { out?: string }): 
   }
 }
 
-function modelCard(file: string, scenario: PretrainScenario, result: PretrainResult, device: string, minutes: number): string {
+function modelCard(file: string, scenario: PretrainScenario, result: PretrainResult, device: string, minutes: number, cpuMinutes: number): string {
   const { config } = result;
-  const { hiddenSize, numLayers, vocabSize, intermediateSize } = config;
-  const parametersMillions = (hiddenSize * vocabSize * 2 + numLayers * (4 * hiddenSize * hiddenSize + 3 * hiddenSize * intermediateSize)) / 1e6;
+  const { hiddenSize, numLayers, vocabSize, intermediateSize, numHeads, numKvHeads, headDim } = config;
+  const attention = 2 * hiddenSize * (numHeads + numKvHeads) * headDim; // q and o, k and v (grouped-query)
+  const parametersMillions = (hiddenSize * vocabSize * 2 + numLayers * (attention + 3 * hiddenSize * intermediateSize)) / 1e6;
   const reproduce = `Reproduce it (bit for bit on the same backend) with:
 
     npx populora pretrain ${file}
 
-(seed ${scenario.seed}; ${device}; ${minutes.toFixed(1)} minutes).`;
+(seed ${scenario.seed}; ${device}; ${minutes.toFixed(1)} minutes wall, ${cpuMinutes.toFixed(1)} CPU minutes of the training process: user + system, its threads together).`;
   return pretrainingOf(scenario).modelCard({ name: scenario.name, settings: domainSettings(scenario), config, parametersMillions, scores: result.evaluations.at(-1)!.scores, reproduce });
 }

@@ -295,11 +295,14 @@ const TINY: LlamaConfig = {
 
 /**
  * Named shapes: `tiny` and `qwen2-tiny` for tests and the toy tier, `code-tiny` for the code domain's embedded base
- * model (tiny's shape with room for a reference task, a prompt and a proposal), `qwen2.5-0.5b-shape` for benchmarks.
+ * model (tiny's shape with room for a reference task, a prompt and a proposal), `code-small` for the stronger one
+ * (twice as wide: 0.30 M parameters, about 2.2x code-tiny's CPU time a training step), `qwen2.5-0.5b-shape` for
+ * benchmarks.
  */
 export const TINY_CONFIGS: Record<string, LlamaConfig> = {
   tiny: TINY,
   'code-tiny': { ...TINY, maxPositionEmbeddings: 768 },
+  'code-small': { ...TINY, hiddenSize: 128, intermediateSize: 256, numHeads: 8, numKvHeads: 4, maxPositionEmbeddings: 768 },
   'qwen2-tiny': { ...TINY, modelType: 'qwen2', attentionBias: true, tieWordEmbeddings: true },
   'qwen2.5-0.5b-shape': {
     ...TINY,

@@ -104,6 +104,11 @@ export async function pretrain(scenario: PretrainScenario, backend: Backend, onS
   const optimizer = AdamW.forTensors(backend, trainer.parameters(), { lr: scenario.train.lr, maxGradNorm: scenario.train.maxGradNorm });
   const losses: number[] = [];
   const evaluations: PretrainResult['evaluations'] = [];
+  const save = async () => {
+    const named = new Map<string, Float32Array>();
+    for (const [name, tensor] of trainer.parameters()) named.set(name, await backend.readF32(tensor));
+    saveModel(scenario.out, config, weightsFromNamed(config, named), { tokenizerJson: json });
+  };
   try {
     for (let step = 0; step < scenario.train.steps; step++) {
       const rng = streams.stream('corpus', step);
@@ -119,11 +124,10 @@ export async function pretrain(scenario: PretrainScenario, backend: Backend, onS
       const evaluate = done === scenario.train.steps || (scenario.eval.every > 0 && done % scenario.eval.every === 0);
       const scores = evaluate ? await corpus.evaluate(model) : null;
       if (scores !== null) evaluations.push({ step: done, scores });
+      // The model as scored, at every evaluation: a run stopped later (a long one on a shared machine) leaves it.
+      if (scores !== null) await save();
       onStep({ step: done, loss, scores });
     }
-    const named = new Map<string, Float32Array>();
-    for (const [name, tensor] of trainer.parameters()) named.set(name, await backend.readF32(tensor));
-    saveModel(scenario.out, config, weightsFromNamed(config, named), { tokenizerJson: json });
     return { config, losses, evaluations, heldOut: corpus.heldOut };
   } finally {
     await corpus.close();

@@ -36,12 +36,13 @@ export interface CorpusExample {
 
 /**
  * `count` distinct programs validated by the sandbox (generated in rounds until that many pass), then `heldOut` of
- * them drawn aside. Programs are compared by text: one text is in one part only. A verifier fault is an error
- * here, not a skipped program, so that the pool, and every weight trained on it, follows from the seed alone.
+ * them drawn aside. Programs are compared by text: one text is in one part only, and a text in `excluded` (another
+ * model's held-out programs) in none. A verifier fault is an error here, not a skipped program, so that the pool,
+ * and every weight trained on it, follows from the seed alone.
  */
-export async function buildPool(verifier: VerifierPool, generate: RandomStream, split: RandomStream, count: number, heldOut: number): Promise<ProgramPool> {
+export async function buildPool(verifier: VerifierPool, generate: RandomStream, split: RandomStream, count: number, heldOut: number, excluded: ReadonlySet<string> = new Set()): Promise<ProgramPool> {
   if (heldOut >= count) throw new RangeError(`the held-out programs (${heldOut}) must be fewer than the pool's ${count}`);
-  const seen = new Set<string>();
+  const seen = new Set<string>(excluded);
   const programs: PoolProgram[] = [];
   const refused: Record<string, number> = {};
   for (let round = 0; programs.length < count; round++) {
@@ -64,6 +65,7 @@ export async function buildPool(verifier: VerifierPool, generate: RandomStream, 
         return;
       }
       const task = v.task as CodeTask;
+      if (excluded.has(task.program)) return; // the sandbox's text of a draft, should it differ from the draft's
       programs.push({ recipe: drafts[i]!.recipe, program: task.program, inputs: task.inputs, outputs: task.outputs, inputTypes: task.inputTypes, outputTypes: task.outputTypes });
     });
   }

@@ -3,6 +3,7 @@
 // answers to held-out code_o and code_i tasks, checked by the verifier, and the share of sampled proposals (prompts
 // as a fresh teacher's: seed tasks as references) that the verifier validates.
 
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { int } from '../../scenario/fields.js';
 import { generate, type GenerationRequest } from '../../model/generate.js';
@@ -13,13 +14,20 @@ import type { DomainPretraining, ModelCardFacts, PretrainCorpus, PretrainSetting
 import { TrainingPrograms, buildPool, corpusExample, poolTask, type PoolProgram } from './corpus-pool.js';
 import { proposalPrompt, solvePrompt } from './prompts.js';
 import { CODE_TASK_TYPES, PYTHON_ALPHABET, SEED_TASKS, type CodeTask } from './tasks.js';
-import { PythonVerifierPool } from './verifier-pool.js';
+import { DEFAULT_WALL_CLOCK_GUARD_MS, PythonVerifierPool } from './verifier-pool.js';
 
 const corpusSchema = z.strictObject({
   programs: int(2).default(6000), // distinct validated programs in the pool, held-out ones included
   heldOut: int(1).default(300), // of them, never trained on
+  // Another model's held_out.json: its programs are kept out of the pool (which is then all training programs) and
+  // its tasks score this model, so the two are compared on the same tasks (and the domain's held-out set, taken from
+  // models/python-tiny's, stays unseen). `heldOut` is then unused.
+  heldOutFrom: z.string({ error: 'expected the path of a held_out.json, e.g. models/python-tiny/held_out.json' }).optional(),
   references: int(0).default(1), // most reference tasks a proposal example shows (as scenarios' tasks.references)
   workers: int(1).default(2), // sandbox processes validating the pool
+  // A sandbox job's wall-clock guard (ms; counted fuel ends every ordinary program first). A pause of the run
+  // (SIGSTOP on a shared machine) longer than this faults the job, and a fault while the pool is built ends the run.
+  guardMs: int(1).default(DEFAULT_WALL_CLOCK_GUARD_MS),
 });
 const evalSchema = z.strictObject({
   tasks: int(1).default(200), // held-out code_o tasks, and as many code_i tasks
@@ -43,6 +51,28 @@ export function heldOutTasks(programs: PoolProgram[], count: number, rng: Random
   const chosen = programs.slice(0, count);
   const inputs = chosen.map((p) => rng.sample(p.inputs.length, 2));
   return { programs, code_o: chosen.map((p, i) => poolTask(p, 'code_o', inputs[i]![0]!)), code_i: chosen.map((p, i) => poolTask(p, 'code_i', inputs[i]![1]!)) };
+}
+
+const heldOutFileSchema = z.object({
+  programs: z.array(z.object({ program: z.string() }).passthrough()).min(1),
+  code_o: z.array(z.object({ type: z.literal('code_o'), program: z.string() }).passthrough()),
+  code_i: z.array(z.object({ type: z.literal('code_i'), program: z.string() }).passthrough()),
+});
+
+/** Another model's held-out programs and tasks (its held_out.json), read for `corpus.heldOutFrom`. */
+export function readHeldOutFile(file: string): HeldOutTasks {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new RangeError(`field "corpus.heldOutFrom": cannot read ${file} as JSON (${(error as Error).message}); give the held_out.json of a pretrained model folder (e.g. models/python-tiny/held_out.json)`);
+  }
+  const parsed = heldOutFileSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new RangeError(`field "corpus.heldOutFrom": ${file}: field "${issue.path.join('.')}": ${issue.message}; expected a held_out.json as populora pretrain writes it (programs, code_o, code_i)`);
+  }
+  return parsed.data as unknown as HeldOutTasks;
 }
 
 const decode = (tokenizer: TextTokenizer, tokens: readonly number[]) => tokenizer.decode(tokens.filter((t) => t !== tokenizer.eosTokenId));
@@ -93,12 +123,15 @@ export async function codeScores(model: LlamaModel, tokenizer: TextTokenizer, ve
 async function openCorpus(settings: PretrainSettings, streams: Streams, context: number): Promise<PretrainCorpus> {
   const corpus = corpusSchema.parse(settings.corpus);
   const evaluation = evalSchema.parse(settings.eval);
-  if (corpus.heldOut < evaluation.tasks) throw new RangeError(`field "eval.tasks": ${evaluation.tasks} held-out tasks need at least as many held-out programs (corpus.heldOut is ${corpus.heldOut})`);
+  const given = corpus.heldOutFrom === undefined ? null : readHeldOutFile(corpus.heldOutFrom);
+  const available = given === null ? corpus.heldOut : Math.min(given.code_o.length, given.code_i.length);
+  if (available < evaluation.tasks) throw new RangeError(`field "eval.tasks": ${evaluation.tasks} held-out tasks of each type need at least as many held-out ${given === null ? `programs (corpus.heldOut is ${corpus.heldOut})` : `tasks (${corpus.heldOutFrom} has ${available})`}`);
   const tokenizer = pythonTokenizer();
-  const verifier = new PythonVerifierPool(corpus.workers);
+  const verifier = new PythonVerifierPool(corpus.workers, { wallClockGuardMs: corpus.guardMs });
   try {
-    const pool = await buildPool(verifier, streams.stream('programs'), streams.stream('held-out'), corpus.programs, corpus.heldOut);
-    const tasks = heldOutTasks(pool.heldOut, evaluation.tasks, streams.stream('held-out-tasks'));
+    const excluded = new Set(given?.programs.map((p) => p.program));
+    const pool = await buildPool(verifier, streams.stream('programs'), streams.stream('held-out'), corpus.programs, given === null ? corpus.heldOut : 0, excluded);
+    const tasks = given === null ? heldOutTasks(pool.heldOut, evaluation.tasks, streams.stream('held-out-tasks')) : { programs: given.programs, code_o: given.code_o.slice(0, evaluation.tasks), code_i: given.code_i.slice(0, evaluation.tasks) };
     const training = new TrainingPrograms(pool.training);
     let evaluations = 0;
     return {
@@ -127,12 +160,12 @@ A tiny Llama-family base model (hidden size ${config.hiddenSize}, ${config.numLa
 tokenizer of printable ASCII, context ${config.maxPositionEmbeddings}) pretrained from scratch on text of populora's code domain: AZR-style
 tasks generated by \`src/domains/python/corpus.ts\` (small functions over ints, lists, strings and dicts), their
 outputs computed by the project's sandbox, written exactly as the actors show and expect them: teachers' proposal
-prompts (0 to ${corpus.references} reference tasks) and proposals, and code_o, code_i and code_f solve prompts and answers. It is
-the default base model of \`scenarios/code.yaml\`.
+prompts (0 to ${corpus.references} reference tasks) and proposals, and code_o, code_i and code_f solve prompts and answers. A
+scenario names its folder as \`model: { path: FOLDER }\` (\`scenarios/code.yaml\` names \`models/python-tiny\`).
 
 ${reproduce}
 
-Scores at the end of pretraining (step 0 of self-play), on ${corpus.heldOut} held-out programs that never appear in
+Scores at the end of pretraining (step 0 of self-play), on ${corpus.heldOutFrom === undefined ? `${corpus.heldOut} held-out programs` : `the ${corpus.heldOutFrom} programs (another model's held-out set)`} that never appear in
 the training text (\`held_out.json\`):
 
 | score | value |
@@ -151,7 +184,7 @@ export const pythonPretraining: DomainPretraining = {
   evalSchema,
   preparing: (settings) => {
     const corpus = corpusSchema.parse(settings.corpus);
-    return `validating a pool of ${corpus.programs} generated programs in the sandbox (${corpus.heldOut} held out)…`;
+    return `validating a pool of ${corpus.programs} generated programs in the sandbox (${corpus.heldOutFrom === undefined ? `${corpus.heldOut} held out` : `none of ${corpus.heldOutFrom}'s programs`})…`;
   },
   open: openCorpus,
   modelCard,
