@@ -296,7 +296,7 @@ const TINY: LlamaConfig = {
 /**
  * Named shapes: `tiny` and `qwen2-tiny` for tests and the toy tier, `code-tiny` for the code domain's embedded base
  * model (tiny's shape with room for a reference task, a prompt and a proposal), `code-small` for the stronger one
- * (twice as wide: 0.30 M parameters, about 2.2x code-tiny's CPU time a training step), `qwen2.5-0.5b-shape` for
+ * (twice as wide: 0.33 M parameters, about 2.2x code-tiny's CPU time a training step), `qwen2.5-0.5b-shape` for
  * benchmarks.
  */
 export const TINY_CONFIGS: Record<string, LlamaConfig> = {
