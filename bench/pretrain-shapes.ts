@@ -1,8 +1,8 @@
 // What a pretraining step costs for candidate shapes of the code domain's base model (how code-small was sized,
 // docs/science.md "A stronger embedded code model"): each shape pretrains for a few steps on a small pool of the code
 // corpus (its sequences are the real run's: the same example mix and lengths), and the script reports the wall and
-// CPU seconds (this process's threads, user + system) of a step, the first step left out (warm-up), and of the last
-// step, which also scores 10 code_o, 10 code_i tasks and 6 proposals. Multiply by a scenario's steps for its cost;
+// CPU seconds (this process's threads, user + system) of a step, the first two steps left out (warm-up), and of the
+// last step, which also scores 10 code_o, 10 code_i tasks and 6 proposals. Multiply by a scenario's steps for its cost;
 // a model's self-play run costs about its step's ratio to code-tiny's. Prints a table; writes JSON.
 //
 //   node dist/bench/pretrain-shapes.js [--shapes code-tiny,code-small,96x4,128x4] [--steps 14] [--batch 8]
@@ -30,7 +30,7 @@ const args = benchArgs(import.meta.url, {
 });
 
 const steps = Number(args.steps);
-if (!Number.isInteger(steps) || steps < 4) throw new BenchUsageError(`--steps ${args.steps}: give a whole number >= 4 (the first and the last step are timed apart)`);
+if (!Number.isInteger(steps) || steps < 4) throw new BenchUsageError(`--steps ${args.steps}: give a whole number >= 4 (the first two steps are left out and the last is timed apart)`);
 
 function shapeConfig(shape: string): LlamaConfig {
   if (TINY_CONFIGS[shape]) return TINY_CONFIGS[shape];
@@ -65,7 +65,7 @@ for (const shape of args.shapes!.split(',')) {
   await pretrain(scenario, backend, () => marks.push({ wallMs: performance.now(), cpu: process.cpuUsage() }));
   const cpuS = (from: number, to: number) => (marks[to]!.cpu.user + marks[to]!.cpu.system - marks[from]!.cpu.user - marks[from]!.cpu.system) / 1e6;
   const wallS = (from: number, to: number) => (marks[to]!.wallMs - marks[from]!.wallMs) / 1000;
-  const timed = steps - 3; // steps 2 .. steps-1: after the first, before the scored last
+  const timed = steps - 3; // steps 3 .. steps-1 (marks[i] is taken after step i + 1): after the first two, before the scored last
   rows.push({ shape, hidden: config.hiddenSize, layers: config.numLayers, stepWallS: wallS(1, steps - 2) / timed, stepCpuS: cpuS(1, steps - 2) / timed, evalStepWallS: wallS(steps - 2, steps - 1), evalStepCpuS: cpuS(steps - 2, steps - 1) });
 }
 backend.destroy();
