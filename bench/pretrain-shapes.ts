@@ -62,7 +62,7 @@ for (const shape of args.shapes!.split(',')) {
     'pretrain-shapes.ts',
   );
   const marks: Array<{ wallMs: number; cpu: NodeJS.CpuUsage }> = [];
-  await pretrain(scenario, backend, () => marks.push({ wallMs: performance.now(), cpu: process.cpuUsage() }));
+  await pretrain(scenario, backend, { onStep: () => marks.push({ wallMs: performance.now(), cpu: process.cpuUsage() }) });
   const cpuS = (from: number, to: number) => (marks[to]!.cpu.user + marks[to]!.cpu.system - marks[from]!.cpu.user - marks[from]!.cpu.system) / 1e6;
   const wallS = (from: number, to: number) => (marks[to]!.wallMs - marks[from]!.wallMs) / 1000;
   const timed = steps - 3; // steps 3 .. steps-1 (marks[i] is taken after step i + 1): after the first two, before the scored last

@@ -1,12 +1,16 @@
 // Pretraining the toy domain's base model: the corpus is what the verifier accepts, a short run lowers the loss
-// and repeats itself bit for bit, and the shipped models/arith-tiny solves held-out deduce tasks well above a
+// and repeats itself bit for bit, a real `populora pretrain` stopped by signals leaves a folder that says which step
+// it holds (the weights of that step, reached another way), and the shipped models/arith-tiny solves held-out deduce tasks well above a
 // random model and well below perfect (so the population has something to learn).
 
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/backend/cpu.js';
+import { EXIT_ABANDONED } from '../src/cluster/errors.js';
 import { corpusExample, randomTask } from '../src/domains/arith/corpus.js';
 import { scan, isComplete } from '../src/domains/arith/grammar.js';
 import { answerFormat, checkAnswer, proposalFormat, validateProposal, type ArithTask, type ArithTaskType } from '../src/domains/arith/tasks.js';
@@ -69,10 +73,58 @@ describe('pretraining', () => {
       if (p.step === 6) throw new Error('stopped');
     };
     const everyFour = (out: string, steps: number) => parsePretrainScenario(`name: t\nseed: 2\nmodel: { preset: tiny }\ntrain: { steps: ${steps}, batch: 8, lr: 0.01 }\neval: { tasks: 20, every: 4 }\nout: ${out}\n`, 't.yaml');
-    await expect(pretrain(everyFour(cut, 12), cpu, stopAt6)).rejects.toThrow('stopped');
+    await expect(pretrain(everyFour(cut, 12), cpu, { onStep: stopAt6 })).rejects.toThrow('stopped');
     await pretrain(everyFour(short, 4), cpu);
     expect(readFileSync(join(cut, 'model.safetensors')).equals(readFileSync(join(short, 'model.safetensors')))).toBe(true);
   });
+
+  it('stops at the first signal after the step in progress, scored and saved; at the second at once, the folder keeping its last evaluation', async () => {
+    const scenarioFile = (out: string) => {
+      const file = join(mkdtempSync(join(tmpdir(), 'populora-pretrain-')), 'long.yaml');
+      writeFileSync(file, `name: long\nseed: 2\nbackend: cpu\nmodel: { preset: tiny }\ntrain: { steps: 5000, batch: 8, lr: 0.01 }\neval: { tasks: 20, every: 3 }\nout: ${out}\n`);
+      return file;
+    };
+    const readLog = (out: string) => JSON.parse(readFileSync(join(out, 'pretrain_log.json'), 'utf8')) as { steps: number; stopped: boolean; losses: number[]; evaluations: Array<{ step: number }> };
+    /** The weights at step k by another way: the same scenario evaluated every k steps, killed after step k. */
+    const weightsAt = async (k: number) => {
+      const out = mkdtempSync(join(tmpdir(), 'populora-pretrain-'));
+      const kill = (p: { step: number }) => {
+        if (p.step === k) throw new Error('killed');
+      };
+      const scenario = parsePretrainScenario(`name: long\nseed: 2\nmodel: { preset: tiny }\ntrain: { steps: 5000, batch: 8, lr: 0.01 }\neval: { tasks: 20, every: ${k} }\nout: ${out}\n`, 't.yaml');
+      await expect(pretrain(scenario, cpu, { onStep: kill })).rejects.toThrow('killed');
+      return readFileSync(join(out, 'model.safetensors'));
+    };
+
+    // The first signal, once the first evaluation's folder is written: the run ends after the step in progress.
+    const calm = mkdtempSync(join(tmpdir(), 'populora-pretrain-'));
+    const first = spawnPretrain(scenarioFile(calm));
+    await until(() => existsSync(join(calm, 'README.md')));
+    first.child.kill('SIGINT');
+    expect(await first.exited, first.output.stderr).toBe(130);
+    expect(first.output.stderr).toContain('SIGINT: finishing the step in progress, then scoring and saving the model and stopping (Ctrl-C again stops at once)');
+    const calmLog = readLog(calm);
+    expect(calmLog.stopped).toBe(true);
+    expect(calmLog.losses.length).toBe(calmLog.steps);
+    expect(calmLog.evaluations.at(-1)!.step).toBe(calmLog.steps); // scored where it stopped, on or off the every-3 grid
+    expect(first.output.stdout).toContain(`stopped on SIGINT after step ${calmLog.steps} of 5000`);
+    expect(readFileSync(join(calm, 'README.md'), 'utf8')).toContain(`**Step ${calmLog.steps} of 5000.** Its pretraining was stopped there`);
+    expect(readFileSync(join(calm, 'model.safetensors')).equals(await weightsAt(calmLog.steps))).toBe(true);
+
+    // Both signals at once: it exits before another step, and the folder is the last evaluation's, whole.
+    const hurried = mkdtempSync(join(tmpdir(), 'populora-pretrain-'));
+    const second = spawnPretrain(scenarioFile(hurried));
+    await until(() => existsSync(join(hurried, 'README.md')));
+    second.child.kill('SIGTERM');
+    second.child.kill('SIGINT');
+    expect(await second.exited, second.output.stderr).toBe(EXIT_ABANDONED);
+    const hurriedLog = readLog(hurried);
+    expect(hurriedLog.stopped).toBe(false);
+    expect(hurriedLog.steps % 3).toBe(0); // an evaluation of the grid, not one made for the stop
+    expect(second.output.stdout).toContain(`stopped at once; ${hurried} holds the model saved at step ${hurriedLog.steps}, with its log and card`);
+    expect(readFileSync(join(hurried, 'README.md'), 'utf8')).toContain(`**Step ${hurriedLog.steps} of 5000.** This is the model its pretraining scored and saved at step ${hurriedLog.steps}`);
+    expect(readFileSync(join(hurried, 'model.safetensors')).equals(await weightsAt(hurriedLog.steps))).toBe(true);
+  }, 120_000);
 
   it('schedules the learning rate: constant, or a cosine from lr at the first step down to lr / 10 at the last', () => {
     const train = { steps: 101, batch: 1, lr: 0.002, maxGradNorm: 1 };
@@ -90,6 +142,22 @@ describe('pretraining', () => {
 });
 
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+const bin = join(import.meta.dirname, '..', 'dist', 'src', 'cli', 'main.js');
+
+/** A real `populora pretrain` child, its output gathered. */
+function spawnPretrain(file: string) {
+  const child = spawn('node', [bin, 'pretrain', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk) => (output.stdout += chunk));
+  child.stderr.on('data', (chunk) => (output.stderr += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return { child, output, exited };
+}
+
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await sleep(20);
+}
 
 describe('the shipped base model, models/arith-tiny', () => {
   it('solves held-out deduce tasks well above a random model and well below perfect', async () => {

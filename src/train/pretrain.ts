@@ -79,9 +79,22 @@ export interface PretrainProgress {
 
 export interface PretrainResult {
   config: LlamaConfig;
-  losses: number[];
+  losses: number[]; // one a step done: losses.length is the steps done
   evaluations: Array<{ step: number; scores: Scores }>;
   heldOut: unknown;
+  stopped: boolean; // by PretrainControl.stop, before the scenario's last step
+}
+
+export interface PretrainControl {
+  onStep?: (p: PretrainProgress) => void;
+  /** Aborted: the step in progress ends, the model is scored and saved, and pretrain returns (stopped). */
+  stop?: AbortSignal;
+  /**
+   * Called right after the model of each evaluation is saved, with the run as it is then: what its folder needs to
+   * describe the saved model (a log, a card). Nothing else runs between the save and this call, so a process that
+   * ends at any point leaves a folder whose files agree.
+   */
+  onSaved?: (saved: PretrainResult) => void;
 }
 
 /** The step's learning rate: constant, or a cosine from lr down to lr / 10 over the steps. */
@@ -91,7 +104,7 @@ export function learningRate(train: PretrainScenario['train'], step: number): nu
   return train.lr * (0.1 + 0.45 * (1 + Math.cos(Math.PI * progress)));
 }
 
-export async function pretrain(scenario: PretrainScenario, backend: Backend, onStep: (p: PretrainProgress) => void = () => {}): Promise<PretrainResult> {
+export async function pretrain(scenario: PretrainScenario, backend: Backend, control: PretrainControl = {}): Promise<PretrainResult> {
   const preset = TINY_CONFIGS[scenario.model.preset];
   if (!preset) throw new RangeError(`field "model.preset": unknown preset "${scenario.model.preset}" (one of ${Object.keys(TINY_CONFIGS).join(', ')})`);
   const streams = new Streams(scenario.seed);
@@ -104,10 +117,12 @@ export async function pretrain(scenario: PretrainScenario, backend: Backend, onS
   const optimizer = AdamW.forTensors(backend, trainer.parameters(), { lr: scenario.train.lr, maxGradNorm: scenario.train.maxGradNorm });
   const losses: number[] = [];
   const evaluations: PretrainResult['evaluations'] = [];
-  const save = async () => {
+  const result = (stopped: boolean): PretrainResult => ({ config, losses: [...losses], evaluations: [...evaluations], heldOut: corpus.heldOut, stopped });
+  const save = async (stopped: boolean) => {
     const named = new Map<string, Float32Array>();
     for (const [name, tensor] of trainer.parameters()) named.set(name, await backend.readF32(tensor));
     saveModel(scenario.out, config, weightsFromNamed(config, named), { tokenizerJson: json });
+    control.onSaved?.(result(stopped));
   };
   try {
     for (let step = 0; step < scenario.train.steps; step++) {
@@ -121,14 +136,17 @@ export async function pretrain(scenario: PretrainScenario, backend: Backend, onS
       const { loss } = await crossEntropyStep(trainer, optimizer, batch, 'full', learningRate(scenario.train, step));
       losses.push(loss);
       const done = step + 1;
-      const evaluate = done === scenario.train.steps || (scenario.eval.every > 0 && done % scenario.eval.every === 0);
+      await new Promise((resolve) => setImmediate(resolve)); // the event loop turns: a signal's stop is seen between steps
+      const stopping = control.stop?.aborted === true && done < scenario.train.steps;
+      const evaluate = stopping || done === scenario.train.steps || (scenario.eval.every > 0 && done % scenario.eval.every === 0);
       const scores = evaluate ? await corpus.evaluate(model) : null;
       if (scores !== null) evaluations.push({ step: done, scores });
-      // The model as scored, at every evaluation: a run stopped later (a long one on a shared machine) leaves it.
-      if (scores !== null) await save();
-      onStep({ step: done, loss, scores });
+      // The model as scored, at every evaluation: a run that ends later (killed, on a shared machine) leaves it.
+      if (scores !== null) await save(stopping);
+      control.onStep?.({ step: done, loss, scores });
+      if (stopping) return result(true);
     }
-    return { config, losses, evaluations, heldOut: corpus.heldOut };
+    return result(false);
   } finally {
     await corpus.close();
     optimizer.destroy();
