@@ -3,12 +3,11 @@
 // it holds (the weights of that step, reached another way), and the shipped models/arith-tiny solves held-out deduce tasks well above a
 // random model and well below perfect (so the population has something to learn).
 
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { EXIT_ABANDONED } from '../src/cluster/errors.js';
 import { corpusExample, randomTask } from '../src/domains/arith/corpus.js';
@@ -20,6 +19,7 @@ import { loadTokenizer } from '../src/model/tokenizer.js';
 import { Streams } from '../src/runtime/streams.js';
 import { arithCorpusSchema, arithEvalSchema, arithTokenizer, deduceSolveRate } from '../src/domains/arith/pretraining.js';
 import { domainSettings, learningRate, parsePretrainScenario, pretrain } from '../src/train/pretrain.js';
+import { killWorkerProcesses, spawnCli } from './cli-process.js';
 
 const cpu = new CpuBackend();
 
@@ -53,6 +53,7 @@ describe('the pretraining corpus', () => {
 });
 
 describe('pretraining', () => {
+  afterEach(killWorkerProcesses); // a signalled pretraining a failed test left running
   const scenario = (out: string) => parsePretrainScenario(`name: t\nseed: 2\nmodel: { preset: tiny }\ntrain: { steps: 12, batch: 8, lr: 0.01 }\neval: { tasks: 20 }\nout: ${out}\n`, 't.yaml');
 
   it('lowers the loss, and the same scenario gives the same weights bit for bit', async () => {
@@ -98,30 +99,30 @@ describe('pretraining', () => {
 
     // The first signal, once the first evaluation's folder is written: the run ends after the step in progress.
     const calm = mkdtempSync(join(tmpdir(), 'populora-pretrain-'));
-    const first = spawnPretrain(scenarioFile(calm));
+    const first = spawnCli(['pretrain', scenarioFile(calm)]);
     await until(() => existsSync(join(calm, 'README.md')));
     first.child.kill('SIGINT');
-    expect(await first.exited, first.output.stderr).toBe(130);
-    expect(first.output.stderr).toContain('SIGINT: finishing the step in progress, then scoring and saving the model and stopping (Ctrl-C again stops at once)');
+    expect((await first.exit).code, first.stderr()).toBe(130);
+    expect(first.stderr()).toContain('SIGINT: finishing the step in progress, then scoring and saving the model and stopping (Ctrl-C again stops at once)');
     const calmLog = readLog(calm);
     expect(calmLog.stopped).toBe(true);
     expect(calmLog.losses.length).toBe(calmLog.steps);
     expect(calmLog.evaluations.at(-1)!.step).toBe(calmLog.steps); // scored where it stopped, on or off the every-3 grid
-    expect(first.output.stdout).toContain(`stopped on SIGINT after step ${calmLog.steps} of 5000`);
+    expect(first.stdout()).toContain(`stopped on SIGINT after step ${calmLog.steps} of 5000`);
     expect(readFileSync(join(calm, 'README.md'), 'utf8')).toContain(`**Step ${calmLog.steps} of 5000.** Its pretraining was stopped there`);
     expect(readFileSync(join(calm, 'model.safetensors')).equals(await weightsAt(calmLog.steps))).toBe(true);
 
     // Both signals at once: it exits before another step, and the folder is the last evaluation's, whole.
     const hurried = mkdtempSync(join(tmpdir(), 'populora-pretrain-'));
-    const second = spawnPretrain(scenarioFile(hurried));
+    const second = spawnCli(['pretrain', scenarioFile(hurried)]);
     await until(() => existsSync(join(hurried, 'README.md')));
     second.child.kill('SIGTERM');
     second.child.kill('SIGINT');
-    expect(await second.exited, second.output.stderr).toBe(EXIT_ABANDONED);
+    expect((await second.exit).code, second.stderr()).toBe(EXIT_ABANDONED);
     const hurriedLog = readLog(hurried);
     expect(hurriedLog.stopped).toBe(false);
     expect(hurriedLog.steps % 3).toBe(0); // an evaluation of the grid, not one made for the stop
-    expect(second.output.stdout).toContain(`stopped at once; ${hurried} holds the model saved at step ${hurriedLog.steps}, with its log and card`);
+    expect(second.stdout()).toContain(`stopped at once; ${hurried} holds the model saved at step ${hurriedLog.steps}, with its log and card`);
     expect(readFileSync(join(hurried, 'README.md'), 'utf8')).toContain(`**Step ${hurriedLog.steps} of 5000.** This is the model its pretraining scored and saved at step ${hurriedLog.steps}`);
     expect(readFileSync(join(hurried, 'model.safetensors')).equals(await weightsAt(hurriedLog.steps))).toBe(true);
   }, 120_000);
@@ -142,18 +143,6 @@ describe('pretraining', () => {
 });
 
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-
-const bin = join(import.meta.dirname, '..', 'dist', 'src', 'cli', 'main.js');
-
-/** A real `populora pretrain` child, its output gathered. */
-function spawnPretrain(file: string) {
-  const child = spawn('node', [bin, 'pretrain', file], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const output = { stdout: '', stderr: '' };
-  child.stdout.on('data', (chunk) => (output.stdout += chunk));
-  child.stderr.on('data', (chunk) => (output.stderr += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  return { child, output, exited };
-}
 
 async function until(condition: () => boolean): Promise<void> {
   while (!condition()) await sleep(20);
