@@ -20,6 +20,7 @@ import { loadavg } from 'node:os';
 import { dirname } from 'node:path';
 import wabtModule from 'wabt';
 import { benchArgs, BenchUsageError } from './args.js';
+import { median } from './stats.js';
 import { cpuKernelBuild, cpuKernelModule } from '../src/backend/kernel-files.js';
 
 const args = benchArgs(import.meta.url, {
@@ -137,7 +138,6 @@ function setUp({ N, K, T }: { N: number; K: number; T: number }): { calls: Recor
   };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 const loads = [loadavg()[0]!];
 const rows = [];
 console.log('shape                        N      K   T  kernel                 ms   GMAC/s  vs shipped');

@@ -27,6 +27,7 @@ import { LoraBank } from '../src/model/lora-bank.js';
 import { LORA_MODULES, loraModuleShape, randomAdapter } from '../src/model/peft.js';
 import { printProfile, profilePhase, type PhaseProfile } from './kernel-profile.js';
 import { presetConfig } from './presets.js';
+import { median } from './stats.js';
 
 const ALL_SHAPES = '1x1,8x1,8x8,32x1,32x8,32x32';
 
@@ -186,12 +187,6 @@ async function compareLoops(model: LlamaModel, bank: LoraBank, promptLen: number
     console.error(`  loop round ${round + 1} of ${rounds}`);
   }
   return rows;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const half = sorted.length / 2;
-  return Number.isInteger(half) ? (sorted[half - 1]! + sorted[half]!) / 2 : sorted[Math.floor(half)]!;
 }
 
 function printLoops(rows: LoopRow[], steps: number, stepsPerRead: number): void {

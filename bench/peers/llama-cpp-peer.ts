@@ -25,11 +25,7 @@ export const LOGIT_TOLERANCE = 0.01;
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const seconds = (start: number) => (performance.now() - start) / 1000;
-export const median = (xs: number[]) => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
+export { median } from '../stats.js'; // (cpu-builds, cpu-peers, cpu-scaling and llama-cpp import it from here)
 
 // ---- The model, the adapters and their GGUF conversion ----
 

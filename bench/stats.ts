@@ -1,0 +1,9 @@
+// Statistics the benchmark scripts share.
+
+/** The median: the middle value, or the mean of the two middle ones for an even count (NaN for none). */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
