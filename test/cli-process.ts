@@ -16,6 +16,15 @@ export function killWorkerProcesses(): void {
   for (const child of started.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 }
 
+/** Waits for `done` to hold (what a process a test started brings about), polling; fails past `withinMs`, naming `what`. */
+export async function until(done: () => boolean, what: string, withinMs = 60_000): Promise<void> {
+  const end = performance.now() + withinMs;
+  while (!done()) {
+    if (performance.now() > end) throw new Error(`not within ${withinMs} ms: ${what}`);
+    await sleep(25);
+  }
+}
+
 /** A `populora` process a test started (spawnCli), with what it printed so far and how it ended. */
 export interface CliProcess {
   child: ChildProcess;

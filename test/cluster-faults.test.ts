@@ -15,6 +15,7 @@ import { freePort, startLocalNatsServer, type LocalNatsServer } from '../src/clu
 import { loadScenario } from '../src/scenario/scenario.js';
 import { checkpointDir } from '../src/sim/checkpoints.js';
 import { runScenario, type RunOptions } from '../src/sim/run.js';
+import { until } from './cli-process.js';
 import { alive, beforeEngineAt, killWorkerProcesses, natsInstalled, spawnCli, type CliProcess } from './nats.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'populora-faults-'));
@@ -80,15 +81,6 @@ async function processCluster(cluster: string, env: Record<string, string>, step
   const coordinator = spawnCli(['run', file, '--out', outDir, '--nats', server.url, '--cluster', cluster], env);
   await until(() => existsSync(checkpointDir(outDir, step)), `the run reaches checkpoint ${step}`);
   return { server, file, workers, outDir, coordinator };
-}
-
-/** Waits for `done` to hold, polling. */
-async function until(done: () => boolean, what: string, withinMs = 60_000): Promise<void> {
-  const end = performance.now() + withinMs;
-  while (!done()) {
-    if (performance.now() > end) throw new Error(`not within ${withinMs} ms: ${what}`);
-    await sleep(25);
-  }
 }
 
 /** Every process has exited and no process has its pid any more (Node reaps a child when it exits). */

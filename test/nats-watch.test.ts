@@ -11,6 +11,7 @@ import { connectNats, NO_REPLY, requestReply, serve, ServerLostError, subjects, 
 import { NatsTransport } from '../src/cluster/nats-transport.js';
 import { BACKOFF_MS, DEFAULT_LIMIT_SECONDS, reconnectWaitMs, serverLimits, SETTLE_MS } from '../src/cluster/server-watch.js';
 import type { Message } from '../src/runtime/transport.js';
+import { until } from './cli-process.js';
 import { natsInstalled } from './nats.js';
 
 const ONE_TRY = { deadlineMs: 20_000, tries: 1 };
@@ -74,7 +75,7 @@ describe.skipIf(!natsInstalled)('a connection losing its NATS server', () => {
     transport.spawn('a', 0, (count, message) => (received.push(message), count + 1));
     await nc.flush();
     await nats.stop();
-    await until(() => lines.length > 0);
+    await until(() => lines.length > 0, 'the client logs the server gone', 10_000);
     const delivered = transport.deliver('a', { type: 'while-away' }); // published now, the client would drop it
     await sleep(500);
     await nats.restart();
@@ -106,7 +107,7 @@ describe.skipIf(!natsInstalled)('a connection losing its NATS server', () => {
     const port = await freePort();
     const lines: string[] = [];
     const late = connection(`nats://127.0.0.1:${port}`, { POPULORA_NATS_RECONNECT_SECONDS: '30' }, lines);
-    await until(() => lines.length > 0);
+    await until(() => lines.length > 0, 'the client logs that it waits for the server', 10_000);
     await server(port);
     expect((await late).isClosed()).toBe(false);
     expect(lines).toEqual([
@@ -121,9 +122,3 @@ describe.skipIf(!natsInstalled)('a connection losing its NATS server', () => {
   });
 });
 
-async function until(done: () => boolean): Promise<void> {
-  for (let waited = 0; !done(); waited += 20) {
-    if (waited > 10_000) throw new Error('not within 10 s');
-    await sleep(20);
-  }
-}

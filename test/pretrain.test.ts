@@ -6,7 +6,6 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { EXIT_ABANDONED } from '../src/cluster/errors.js';
@@ -19,7 +18,7 @@ import { loadTokenizer } from '../src/model/tokenizer.js';
 import { Streams } from '../src/runtime/streams.js';
 import { arithCorpusSchema, arithEvalSchema, arithTokenizer, deduceSolveRate } from '../src/domains/arith/pretraining.js';
 import { domainSettings, learningRate, parsePretrainScenario, pretrain } from '../src/train/pretrain.js';
-import { killWorkerProcesses, spawnCli } from './cli-process.js';
+import { killWorkerProcesses, spawnCli, until } from './cli-process.js';
 
 const cpu = new CpuBackend();
 
@@ -100,7 +99,7 @@ describe('pretraining', () => {
     // The first signal, once the first evaluation's folder is written: the run ends after the step in progress.
     const calm = mkdtempSync(join(tmpdir(), 'populora-pretrain-'));
     const first = spawnCli(['pretrain', scenarioFile(calm)]);
-    await until(() => existsSync(join(calm, 'README.md')));
+    await until(() => existsSync(join(calm, 'README.md')), 'the first evaluation writes the model folder');
     first.child.kill('SIGINT');
     expect((await first.exit).code, first.stderr()).toBe(130);
     expect(first.stderr()).toContain('SIGINT: finishing the step in progress, then scoring and saving the model and stopping (Ctrl-C again stops at once)');
@@ -115,7 +114,7 @@ describe('pretraining', () => {
     // Both signals at once: it exits before another step, and the folder is the last evaluation's, whole.
     const hurried = mkdtempSync(join(tmpdir(), 'populora-pretrain-'));
     const second = spawnCli(['pretrain', scenarioFile(hurried)]);
-    await until(() => existsSync(join(hurried, 'README.md')));
+    await until(() => existsSync(join(hurried, 'README.md')), 'the first evaluation writes the model folder');
     second.child.kill('SIGTERM');
     second.child.kill('SIGINT');
     expect((await second.exit).code, second.stderr()).toBe(EXIT_ABANDONED);
@@ -143,10 +142,6 @@ describe('pretraining', () => {
 });
 
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await sleep(20);
-}
 
 describe('the shipped base model, models/arith-tiny', () => {
   it('solves held-out deduce tasks well above a random model and well below perfect', async () => {
