@@ -16,9 +16,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import wabtModule from 'wabt';
 import { benchArgs, BenchUsageError } from './args.js';
 import { cpuKernelBuild, cpuKernelModule } from '../src/backend/kernel-files.js';
+import { watModule } from './wat.js';
 
 const args = benchArgs(import.meta.url, {
   options: {
@@ -44,13 +44,6 @@ const READ_WAT = `(module (import "env" "memory" (memory 1 65536 shared))
       (local.set $at (i32.add (local.get $at) (i32.const 64))) (br $more)))
     (i32x4.extract_lane 0 (i32x4.add (i32x4.add (local.get $a) (local.get $b)) (i32x4.add (local.get $c) (local.get $d))))))`;
 
-async function readModule(): Promise<WebAssembly.Module> {
-  const wabt = await wabtModule();
-  const parsed = wabt.parseWat('read.wat', READ_WAT, { simd: true, threads: true });
-  (parsed.validate as (features: object) => void)({ simd: true, threads: true }); // (wabt's types omit validate's features)
-  return new WebAssembly.Module(new Uint8Array(parsed.toBinary({}).buffer));
-}
-
 // A worker: its own instances over the shared memory; each message runs one call `reps` times and answers.
 const WORKER = `const { parentPort, workerData } = require('node:worker_threads');
 const env = { memory: workerData.memory };
@@ -74,7 +67,7 @@ const memory = new WebAssembly.Memory({ initial: Math.ceil(totalBytes / 65536), 
   new Float64Array(memory.buffer, xAt, DOWN_T * DOWN_K).set(Float32Array.from({ length: DOWN_T * DOWN_K }, (_, k) => Math.cos(k)));
 }
 
-const modules = { read: await readModule(), plain: cpuKernelModule('dense'), fused: cpuKernelModule('dense_fma') };
+const modules = { read: await watModule('read.wat', READ_WAT), plain: cpuKernelModule('dense'), fused: cpuKernelModule('dense_fma') };
 const workers = new Map<number, Worker[]>();
 const workersFor = (n: number) => {
   if (!workers.has(n)) workers.set(n, Array.from({ length: n }, () => new Worker(WORKER, { eval: true, workerData: { memory, modules } })));

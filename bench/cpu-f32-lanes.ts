@@ -18,9 +18,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname } from 'node:path';
-import wabtModule from 'wabt';
 import { benchArgs, BenchUsageError } from './args.js';
 import { median } from './stats.js';
+import { watModule } from './wat.js';
 import { cpuKernelBuild, cpuKernelModule } from '../src/backend/kernel-files.js';
 
 const args = benchArgs(import.meta.url, {
@@ -78,22 +78,14 @@ const F32_TILE_WAT = (fused: boolean) => {
       (br $blocks)))))`;
 };
 
-async function compile(text: string): Promise<WebAssembly.Module> {
-  const wabt = await wabtModule();
-  const features = { simd: true, threads: true, relaxed_simd: true };
-  const parsed = wabt.parseWat('f32-lanes.wat', text, features);
-  (parsed.validate as (features: object) => void)(features); // (wabt's types omit validate's features)
-  return new WebAssembly.Module(new Uint8Array(parsed.toBinary({}).buffer));
-}
-
 type Kernel = 'f64 plain' | 'f64 fused (shipped)' | 'f32 mul + add' | 'f32 madd';
 const memory = new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true });
 const instance = (module: WebAssembly.Module) => new WebAssembly.Instance(module, { env: { memory } }).exports as Record<string, (...a: number[]) => void>;
 const kernels = {
   f64Plain: instance(cpuKernelModule('dense')),
   f64Fused: instance(cpuKernelModule('dense_fma')),
-  f32: instance(await compile(F32_TILE_WAT(false))),
-  f32Fused: instance(await compile(F32_TILE_WAT(true))),
+  f32: instance(await watModule('f32-lanes.wat', F32_TILE_WAT(false))),
+  f32Fused: instance(await watModule('f32-lanes-madd.wat', F32_TILE_WAT(true))),
 };
 
 const SHAPES = [
