@@ -5,6 +5,7 @@
 // threads; a sequence alone and inside a batch; and a hand-computed case where f32 sums and f64 sums differ.
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Tensor, WeightStorage } from '../src/backend/backend.js';
+import { cpuArena } from '../src/backend/cpu-arena.js';
 import { hasRowBlocks, matmulReference, MAX_BLOCK_X_BYTES } from '../src/backend/cpu-dense.js';
 import { matmulF32, matmulF32Reference } from '../src/backend/cpu-dense-f32.js';
 import { f32Of } from '../src/backend/cpu-tensor.js';
@@ -12,6 +13,11 @@ import { CpuThreads, ONE_THREAD } from '../src/backend/cpu-threads.js';
 import { CpuBackend } from '../src/backend/cpu.js';
 import { bits, hugeEnds, random, sameEndColumns } from './cpu-inputs.js';
 
+/**
+ * 2 GiB held first (untouched: no memory used), so that every weight, row block and scratch region here lies past
+ * 2^31 bytes, where an address no longer fits a signed i32 (a 0.5B model's arena reaches it), as in cpu-threads.test.ts.
+ */
+const ballast = cpuArena().f32(2 ** 29 + 2 ** 20);
 const cpu = new CpuBackend();
 /** 1 to 4 threads, each cutting even the smallest product (a share may hold a single multiply-add). */
 const THREADS = [1, 2, 3, 4].map((n) => CpuThreads.open(n, 1));
@@ -29,6 +35,11 @@ function inputs(r: ReturnType<typeof random>, T: number, K: number): Float32Arra
 }
 
 describe('matmulF32 equals matmulF32Reference bit for bit', () => {
+  it('holds its arrays past 2 GiB of the arena', () => {
+    expect(ballast!.length).toBe(2 ** 29 + 2 ** 20);
+    expect(f32Of(cpu.uploadWeight(new Float32Array(8), [2, 4], 'f32')).byteOffset).toBeGreaterThan(2 ** 31);
+  });
+
   it('hand-computed: 1 + 2^-24 + 2^-24 sums to 1 in f32 (each add rounds back to 1), 1 + 2^-23 in f64', () => {
     for (const storage of ['f32', 'f16'] as const) {
       const x = cpu.upload(Float32Array.of(1, 2 ** -24, 2 ** -24), [1, 3]);
