@@ -17,7 +17,8 @@
 ;;   matmulF32        w row-major [N, K] f32; x staged transposed, xT [K][Tpad] (Tpad = T rounded up to 8, the
 ;;                    extra tokens zero), so that one load reads x[t..t+3, k]; bias [nPad4], nPad4 = N rounded up to
 ;;                    4; out transposed, outT [nPad4][Tpad]. Tiles: 4 rows by 8 tokens (8 sums: w[n, k] splat,
-;;                    two x vectors). Tokens go in blocks of 32, whose columns of xT stay in L2 while the rows pass.
+;;                    two x vectors). Tokens go in blocks of 8 to 64 (by K, below), whose columns of xT stay in L2
+;;                    while the rows pass.
 ;;                    Rows past N are read as row N - 1: their sums land in the padding, never read back.
 
 (module
@@ -149,15 +150,21 @@
   ;; multiple of 4, or N)
   (func (export "matmulF32") (param $xT i32) (param $Tpad i32) (param $K i32) (param $w i32) (param $N i32) (param $bias i32) (param $outT i32)
                              (param $nFirst i32) (param $nEnd i32)
-    (local $rowBytes i32) (local $tPadBytes i32) (local $tb i32) (local $tEnd i32) (local $n i32) (local $t i32) (local $at i32)
+    (local $rowBytes i32) (local $tPadBytes i32) (local $tBlock i32) (local $tb i32) (local $tEnd i32) (local $n i32) (local $t i32) (local $at i32)
     (local $r0 i32) (local $r1 i32) (local $r2 i32) (local $r3 i32)
     (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $v4 v128) (local $v5 v128) (local $v6 v128) (local $v7 v128)
     (local.set $rowBytes (i32.shl (local.get $K) (i32.const 2)))
     (local.set $tPadBytes (i32.shl (local.get $Tpad) (i32.const 2)))
+    ;; tokens a block: as many as keep its columns of xT (K·tBlock·4 bytes) within 320 KiB (a third of a core's L2
+    ;; here), a multiple of 8 from 8 to 64: 64 at K = 896, 16 at 4,864 (32 for both ran the 0.5B down and gate|up
+    ;; projections at 0.9x the speed: bench/cpu-f32-lanes.ts)
+    (local.set $tBlock (i32.and (i32.div_u (i32.const 327680) (local.get $rowBytes)) (i32.const -8)))
+    (local.set $tBlock (select (local.get $tBlock) (i32.const 8) (i32.gt_u (local.get $tBlock) (i32.const 8))))
+    (local.set $tBlock (select (local.get $tBlock) (i32.const 64) (i32.lt_u (local.get $tBlock) (i32.const 64))))
     (block $tokenBlocksDone (loop $tokenBlocks
       (br_if $tokenBlocksDone (i32.ge_u (local.get $tb) (local.get $Tpad)))
-      (local.set $tEnd (select (i32.add (local.get $tb) (i32.const 32)) (local.get $Tpad)
-                               (i32.lt_u (i32.add (local.get $tb) (i32.const 32)) (local.get $Tpad))))
+      (local.set $tEnd (select (i32.add (local.get $tb) (local.get $tBlock)) (local.get $Tpad)
+                               (i32.lt_u (i32.add (local.get $tb) (local.get $tBlock)) (local.get $Tpad))))
       (local.set $n (local.get $nFirst))
       (block $rowsDone (loop $rows
         (br_if $rowsDone (i32.ge_u (local.get $n) (local.get $nEnd)))
