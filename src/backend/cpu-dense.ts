@@ -15,7 +15,7 @@ import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
 import { ONE_THREAD, type CpuThreads, type KernelCall } from './cpu-threads.js';
 
 /** x [T, K] against w [N, K] (matmul), or dy [T, N] against w [N, K] (matmulBackward). */
-function shapes(what: 'matmul' | 'matmulBackward', a: Tensor, w: Tensor): { T: number; N: number; K: number } {
+export function shapes(what: 'matmul' | 'matmulBackward', a: Tensor, w: Tensor): { T: number; N: number; K: number } {
   const [T, inner] = [rowsOf(a), colsOf(a)];
   const [N, K] = w.shape as [number, number];
   if (what === 'matmul') assert(inner === K, `matmul: x has ${inner} columns but the weight has ${K}`);
@@ -156,12 +156,12 @@ export function unpadRows(rows: Float32Array, T: number, width: number, padded: 
 }
 
 /** Rows a block of the row-block layout holds. */
-const BLOCK_ROWS = 16;
+export const BLOCK_ROWS = 16;
 // matmulBlocks streams every token's x (as f64) through each block, where the row-major kernel tiles tokens by 32: it
 // runs while x fits this (half a core's L2 here: 73 tokens at d 896, 13 at the 0.5B down projection's 4,864, so
 // 8 × 8 decode's too: 1.3x the row-major kernel there, bench/cpu-bandwidth.ts), the row-major kernel past it (long
 // prompts, training).
-const MAX_BLOCK_X_BYTES = 512 * 1024;
+export const MAX_BLOCK_X_BYTES = 512 * 1024;
 // The row blocks made in this process, all weights together, at most: they double an f16 weight's memory. 2 GiB
 // holds a 0.5B model's (1.84 GiB, its tied LM head included); at 1 GiB, its last 6 layers and its LM head, 46% of a
 // token's multiply-adds, took the row-major kernel, half as fast for a lone token.

@@ -1,0 +1,195 @@
+;; The CPU backend's dense forward product with f32 sums (128-bit SIMD, f32x4): the fast path of
+;; src/backend/cpu-dense-f32.ts, whose plain loop matmulF32Reference is the reference:
+;;   out[t, n] = f32(s + bias[n]),  s = +0, then for k ascending: s = f32(s + f32(x[t, k]·w[n, k]))
+;; Every product and every sum is rounded to f32 (f32x4.mul, then f32x4.add: IEEE, round to nearest even, the same
+;; bits on every engine; never fused, never relaxed), each output in its own lane, k ascending: equal bit for bit
+;; to the reference. s is never -0 (it starts at +0, and round to nearest gives +0 for an exact cancellation), so
+;; adding a zero bias changes nothing and the kernels always add one (padding zeros where there is no bias).
+;; llama.cpp sums this way (f32 lanes); dense.wat sums in f64 lanes, 2 a vector, to equal an f64 reference: these
+;; take 4 a vector. Not in build.mjs's FUSED_KERNELS: a fused multiply-add rounds once where this rounds twice.
+;; Each export computes the rows n in [nFirst, nEnd), so the CPU threads (src/backend/cpu-threads.ts) split rows,
+;; every output summed as on one thread. Memory: imported and shared (src/backend/cpu-arena.ts); byte addresses.
+;;
+;;   matmulBlocksF32  x [T, K] f32; w in row blocks (cpu-dense.ts rowBlocks: [⌈N/16⌉][K][16], block n/16's 16
+;;                    rows' values of one k side by side, rows past N zero); bias and out rows padded to nPad = N
+;;                    rounded up to 16: bias [nPad], out [T, nPad]. Tiles: a block's 16 rows (4 f32x4) by 2 tokens
+;;                    (8 sums, each row-block load shared by both tokens), the last token of an odd T alone (4 sums).
+;;   matmulF32        w row-major [N, K] f32; x staged transposed, xT [K][Tpad] (Tpad = T rounded up to 8, the
+;;                    extra tokens zero), so that one load reads x[t..t+3, k]; bias [nPad4], nPad4 = N rounded up to
+;;                    4; out transposed, outT [nPad4][Tpad]. Tiles: 4 rows by 8 tokens (8 sums: w[n, k] splat,
+;;                    two x vectors). Tokens go in blocks of 8 to 64 (by K, below), whose columns of xT stay in L2
+;;                    while the rows pass.
+;;                    Rows past N are read as row N - 1: their sums land in the padding, never read back.
+
+(module
+  (import "env" "memory" (memory 1 65536 shared))
+
+  ;; The 16 rows of a block (wp = its first k: [K][16] f32) against tokens x0, x1 (f32 [K]), k ascending:
+  ;; (x0's rows 0-3, 4-7, 8-11, 12-15, then x1's)
+  (func $block2 (param $wp i32) (param $x0 i32) (param $x1 i32) (param $K i32) (result v128 v128 v128 v128 v128 v128 v128 v128)
+    (local $xEnd i32) (local $s v128) (local $u v128) (local $v v128)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $b0 v128) (local $b1 v128) (local $b2 v128) (local $b3 v128)
+    (local.set $xEnd (i32.add (local.get $x0) (i32.shl (local.get $K) (i32.const 2))))
+    (block $done (loop $ks
+      (br_if $done (i32.ge_u (local.get $x0) (local.get $xEnd)))
+      (local.set $s (v128.load32_splat (local.get $x0)))
+      (local.set $u (v128.load32_splat (local.get $x1)))
+      (local.set $v (v128.load offset=0 (local.get $wp)))
+      (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (local.get $v) (local.get $s)))) (local.set $b0 (f32x4.add (local.get $b0) (f32x4.mul (local.get $v) (local.get $u))))
+      (local.set $v (v128.load offset=16 (local.get $wp)))
+      (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (local.get $v) (local.get $s)))) (local.set $b1 (f32x4.add (local.get $b1) (f32x4.mul (local.get $v) (local.get $u))))
+      (local.set $v (v128.load offset=32 (local.get $wp)))
+      (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (local.get $v) (local.get $s)))) (local.set $b2 (f32x4.add (local.get $b2) (f32x4.mul (local.get $v) (local.get $u))))
+      (local.set $v (v128.load offset=48 (local.get $wp)))
+      (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (local.get $v) (local.get $s)))) (local.set $b3 (f32x4.add (local.get $b3) (f32x4.mul (local.get $v) (local.get $u))))
+      (local.set $x0 (i32.add (local.get $x0) (i32.const 4)))
+      (local.set $x1 (i32.add (local.get $x1) (i32.const 4)))
+      (local.set $wp (i32.add (local.get $wp) (i32.const 64)))
+      (br $ks)))
+    (local.get $a0) (local.get $a1) (local.get $a2) (local.get $a3) (local.get $b0) (local.get $b1) (local.get $b2) (local.get $b3))
+
+  ;; The 16 rows of a block against token x0 alone, k ascending: (rows 0-3, 4-7, 8-11, 12-15)
+  (func $block1 (param $wp i32) (param $x0 i32) (param $K i32) (result v128 v128 v128 v128)
+    (local $xEnd i32) (local $s v128) (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
+    (local.set $xEnd (i32.add (local.get $x0) (i32.shl (local.get $K) (i32.const 2))))
+    (block $done (loop $ks
+      (br_if $done (i32.ge_u (local.get $x0) (local.get $xEnd)))
+      (local.set $s (v128.load32_splat (local.get $x0)))
+      (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (v128.load offset=0 (local.get $wp)) (local.get $s))))
+      (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (v128.load offset=16 (local.get $wp)) (local.get $s))))
+      (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (v128.load offset=32 (local.get $wp)) (local.get $s))))
+      (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (v128.load offset=48 (local.get $wp)) (local.get $s))))
+      (local.set $x0 (i32.add (local.get $x0) (i32.const 4)))
+      (local.set $wp (i32.add (local.get $wp) (i32.const 64)))
+      (br $ks)))
+    (local.get $a0) (local.get $a1) (local.get $a2) (local.get $a3))
+
+  ;; out[0..15] = f32(v + b[0..15]): one token's sums of a block's 16 rows, plus their bias
+  (func $put16 (param $out i32) (param $b i32) (param $v0 v128) (param $v1 v128) (param $v2 v128) (param $v3 v128)
+    (v128.store offset=0 (local.get $out) (f32x4.add (local.get $v0) (v128.load offset=0 (local.get $b))))
+    (v128.store offset=16 (local.get $out) (f32x4.add (local.get $v1) (v128.load offset=16 (local.get $b))))
+    (v128.store offset=32 (local.get $out) (f32x4.add (local.get $v2) (v128.load offset=32 (local.get $b))))
+    (v128.store offset=48 (local.get $out) (f32x4.add (local.get $v3) (v128.load offset=48 (local.get $b)))))
+
+  ;; out[t, n] = f32(Σ_k x[t, k]·w[n, k] + bias[n]) (sums in f32, k ascending), w in row blocks, for the rows n in
+  ;; [nFirst, nEnd) (nFirst a multiple of 16; nEnd a multiple of 16, or N)
+  (func (export "matmulBlocksF32") (param $x i32) (param $T i32) (param $K i32) (param $w i32) (param $N i32) (param $bias i32) (param $out i32)
+                                   (param $nFirst i32) (param $nEnd i32)
+    (local $nPad i32) (local $xBytes i32) (local $n i32) (local $wp i32) (local $t i32) (local $at i32)
+    (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $v4 v128) (local $v5 v128) (local $v6 v128) (local $v7 v128)
+    (local.set $nPad (i32.and (i32.add (local.get $N) (i32.const 15)) (i32.const -16)))
+    (local.set $xBytes (i32.shl (local.get $K) (i32.const 2)))
+    (local.set $n (local.get $nFirst))
+    (local.set $wp (i32.add (local.get $w) (i32.mul (i32.shr_u (local.get $nFirst) (i32.const 4)) (i32.shl (local.get $K) (i32.const 6)))))
+    (block $blocksDone (loop $blocks
+      (br_if $blocksDone (i32.ge_u (local.get $n) (local.get $nEnd)))
+      (local.set $t (i32.const 0))
+      (block $pairsDone (loop $pairs
+        (br_if $pairsDone (i32.gt_u (i32.add (local.get $t) (i32.const 2)) (local.get $T)))
+        (call $block2 (local.get $wp) (i32.add (local.get $x) (i32.mul (local.get $t) (local.get $xBytes)))
+          (i32.add (local.get $x) (i32.mul (i32.add (local.get $t) (i32.const 1)) (local.get $xBytes))) (local.get $K))
+        (local.set $v7) (local.set $v6) (local.set $v5) (local.set $v4) (local.set $v3) (local.set $v2) (local.set $v1) (local.set $v0)
+        (local.set $at (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $t) (local.get $nPad)) (local.get $n)) (i32.const 2))))
+        (call $put16 (local.get $at) (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2)))
+          (local.get $v0) (local.get $v1) (local.get $v2) (local.get $v3))
+        (call $put16 (i32.add (local.get $at) (i32.shl (local.get $nPad) (i32.const 2))) (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2)))
+          (local.get $v4) (local.get $v5) (local.get $v6) (local.get $v7))
+        (local.set $t (i32.add (local.get $t) (i32.const 2)))
+        (br $pairs)))
+      (if (i32.lt_u (local.get $t) (local.get $T)) (then
+        (call $block1 (local.get $wp) (i32.add (local.get $x) (i32.mul (local.get $t) (local.get $xBytes))) (local.get $K))
+        (local.set $v3) (local.set $v2) (local.set $v1) (local.set $v0)
+        (call $put16 (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $t) (local.get $nPad)) (local.get $n)) (i32.const 2)))
+          (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2)))
+          (local.get $v0) (local.get $v1) (local.get $v2) (local.get $v3))))
+      (local.set $n (i32.add (local.get $n) (i32.const 16)))
+      (local.set $wp (i32.add (local.get $wp) (i32.shl (local.get $K) (i32.const 6))))
+      (br $blocks))))
+
+  ;; Rows r0..r3 of w (f32 [K] each) against the 8 tokens whose x[·, k] start at xp (xT: k's row of tPadBytes),
+  ;; k ascending: (r0·tokens 0-3, r0·4-7, r1·0-3, ..., r3·4-7)
+  (func $rows4x8 (param $r0 i32) (param $r1 i32) (param $r2 i32) (param $r3 i32) (param $xp i32) (param $K i32) (param $tPadBytes i32)
+                 (result v128 v128 v128 v128 v128 v128 v128 v128)
+    (local $r0End i32) (local $xa v128) (local $xb v128) (local $s v128)
+    (local $a0 v128) (local $a1 v128) (local $b0 v128) (local $b1 v128) (local $c0 v128) (local $c1 v128) (local $d0 v128) (local $d1 v128)
+    (local.set $r0End (i32.add (local.get $r0) (i32.shl (local.get $K) (i32.const 2))))
+    (block $done (loop $ks
+      (br_if $done (i32.ge_u (local.get $r0) (local.get $r0End)))
+      (local.set $xa (v128.load offset=0 (local.get $xp)))
+      (local.set $xb (v128.load offset=16 (local.get $xp)))
+      (local.set $s (v128.load32_splat (local.get $r0)))
+      (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (local.get $s) (local.get $xa)))) (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (local.get $s) (local.get $xb))))
+      (local.set $s (v128.load32_splat (local.get $r1)))
+      (local.set $b0 (f32x4.add (local.get $b0) (f32x4.mul (local.get $s) (local.get $xa)))) (local.set $b1 (f32x4.add (local.get $b1) (f32x4.mul (local.get $s) (local.get $xb))))
+      (local.set $s (v128.load32_splat (local.get $r2)))
+      (local.set $c0 (f32x4.add (local.get $c0) (f32x4.mul (local.get $s) (local.get $xa)))) (local.set $c1 (f32x4.add (local.get $c1) (f32x4.mul (local.get $s) (local.get $xb))))
+      (local.set $s (v128.load32_splat (local.get $r3)))
+      (local.set $d0 (f32x4.add (local.get $d0) (f32x4.mul (local.get $s) (local.get $xa)))) (local.set $d1 (f32x4.add (local.get $d1) (f32x4.mul (local.get $s) (local.get $xb))))
+      (local.set $r0 (i32.add (local.get $r0) (i32.const 4)))
+      (local.set $r1 (i32.add (local.get $r1) (i32.const 4)))
+      (local.set $r2 (i32.add (local.get $r2) (i32.const 4)))
+      (local.set $r3 (i32.add (local.get $r3) (i32.const 4)))
+      (local.set $xp (i32.add (local.get $xp) (local.get $tPadBytes)))
+      (br $ks)))
+    (local.get $a0) (local.get $a1) (local.get $b0) (local.get $b1) (local.get $c0) (local.get $c1) (local.get $d0) (local.get $d1))
+
+  ;; Address of row min(n, N - 1) of w: rows past N are read as row N - 1, their sums land in the padding
+  (func $row (param $w i32) (param $n i32) (param $N i32) (param $rowBytes i32) (result i32)
+    (i32.add (local.get $w) (i32.mul (local.get $rowBytes)
+      (select (local.get $n) (i32.sub (local.get $N) (i32.const 1)) (i32.lt_u (local.get $n) (local.get $N))))))
+
+  ;; outT[n, t..t+7] = f32(v + bias[n]): one row's sums over 8 tokens, plus its bias
+  (func $put8 (param $out i32) (param $b i32) (param $v0 v128) (param $v1 v128)
+    (local $bs v128)
+    (local.set $bs (v128.load32_splat (local.get $b)))
+    (v128.store offset=0 (local.get $out) (f32x4.add (local.get $v0) (local.get $bs)))
+    (v128.store offset=16 (local.get $out) (f32x4.add (local.get $v1) (local.get $bs))))
+
+  ;; outT[n, t] = f32(Σ_k x[t, k]·w[n, k] + bias[n]) (sums in f32, k ascending), w row-major, x given transposed
+  ;; (xT [K][Tpad], Tpad a multiple of 8), for the rows n in [nFirst, nEnd) (nFirst a multiple of 4; nEnd a
+  ;; multiple of 4, or N)
+  (func (export "matmulF32") (param $xT i32) (param $Tpad i32) (param $K i32) (param $w i32) (param $N i32) (param $bias i32) (param $outT i32)
+                             (param $nFirst i32) (param $nEnd i32)
+    (local $rowBytes i32) (local $tPadBytes i32) (local $tBlock i32) (local $tb i32) (local $tEnd i32) (local $n i32) (local $t i32) (local $at i32)
+    (local $r0 i32) (local $r1 i32) (local $r2 i32) (local $r3 i32)
+    (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $v4 v128) (local $v5 v128) (local $v6 v128) (local $v7 v128)
+    (local.set $rowBytes (i32.shl (local.get $K) (i32.const 2)))
+    (local.set $tPadBytes (i32.shl (local.get $Tpad) (i32.const 2)))
+    ;; tokens a block: as many as keep its columns of xT (K·tBlock·4 bytes) within 320 KiB (a third of a core's L2
+    ;; here), a multiple of 8 from 8 to 64: 64 at K = 896, 16 at 4,864 (32 for both ran the 0.5B down and gate|up
+    ;; projections at 0.9x the speed: bench/cpu-f32-lanes.ts)
+    (local.set $tBlock (i32.and (i32.div_u (i32.const 327680) (local.get $rowBytes)) (i32.const -8)))
+    (local.set $tBlock (select (local.get $tBlock) (i32.const 8) (i32.gt_u (local.get $tBlock) (i32.const 8))))
+    (local.set $tBlock (select (local.get $tBlock) (i32.const 64) (i32.lt_u (local.get $tBlock) (i32.const 64))))
+    (block $tokenBlocksDone (loop $tokenBlocks
+      (br_if $tokenBlocksDone (i32.ge_u (local.get $tb) (local.get $Tpad)))
+      (local.set $tEnd (select (i32.add (local.get $tb) (local.get $tBlock)) (local.get $Tpad)
+                               (i32.lt_u (i32.add (local.get $tb) (local.get $tBlock)) (local.get $Tpad))))
+      (local.set $n (local.get $nFirst))
+      (block $rowsDone (loop $rows
+        (br_if $rowsDone (i32.ge_u (local.get $n) (local.get $nEnd)))
+        (local.set $r0 (call $row (local.get $w) (local.get $n) (local.get $N) (local.get $rowBytes)))
+        (local.set $r1 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 1)) (local.get $N) (local.get $rowBytes)))
+        (local.set $r2 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 2)) (local.get $N) (local.get $rowBytes)))
+        (local.set $r3 (call $row (local.get $w) (i32.add (local.get $n) (i32.const 3)) (local.get $N) (local.get $rowBytes)))
+        (local.set $t (local.get $tb))
+        (block $tilesDone (loop $tiles
+          (br_if $tilesDone (i32.ge_u (local.get $t) (local.get $tEnd)))
+          (call $rows4x8 (local.get $r0) (local.get $r1) (local.get $r2) (local.get $r3)
+            (i32.add (local.get $xT) (i32.shl (local.get $t) (i32.const 2))) (local.get $K) (local.get $tPadBytes))
+          (local.set $v7) (local.set $v6) (local.set $v5) (local.set $v4) (local.set $v3) (local.set $v2) (local.set $v1) (local.set $v0)
+          (local.set $at (i32.add (local.get $outT) (i32.shl (i32.add (i32.mul (local.get $n) (local.get $Tpad)) (local.get $t)) (i32.const 2))))
+          (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (local.get $n) (i32.const 2))) (local.get $v0) (local.get $v1))
+          (local.set $at (i32.add (local.get $at) (local.get $tPadBytes)))
+          (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $n) (i32.const 1)) (i32.const 2))) (local.get $v2) (local.get $v3))
+          (local.set $at (i32.add (local.get $at) (local.get $tPadBytes)))
+          (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $n) (i32.const 2)) (i32.const 2))) (local.get $v4) (local.get $v5))
+          (local.set $at (i32.add (local.get $at) (local.get $tPadBytes)))
+          (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $n) (i32.const 3)) (i32.const 2))) (local.get $v6) (local.get $v7))
+          (local.set $t (i32.add (local.get $t) (i32.const 8)))
+          (br $tiles)))
+        (local.set $n (i32.add (local.get $n) (i32.const 4)))
+        (br $rows)))
+      (local.set $tb (local.get $tEnd))
+      (br $tokenBlocks))))
+)

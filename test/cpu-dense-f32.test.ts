@@ -1,0 +1,120 @@
+// The f32-sum dense product (src/backend/cpu-dense-f32.ts, kernels/cpu/dense_f32.wat) against its plain loop,
+// matmulF32Reference, bit for bit: both kernels (row blocks for f16 weights and short x; row-major for f32 weights
+// and x past the block path's budget), shapes around their tiles (16 rows x 2 tokens, 4 rows x 8 tokens), with and
+// without bias, -0, subnormals and sums that cancel (so that another order of the k's shows in the bits); at 1 to 4
+// threads; a sequence alone and inside a batch; and a hand-computed case where f32 sums and f64 sums differ.
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Tensor, WeightStorage } from '../src/backend/backend.js';
+import { cpuArena } from '../src/backend/cpu-arena.js';
+import { hasRowBlocks, matmulReference, MAX_BLOCK_X_BYTES } from '../src/backend/cpu-dense.js';
+import { matmulF32, matmulF32Reference } from '../src/backend/cpu-dense-f32.js';
+import { f32Of } from '../src/backend/cpu-tensor.js';
+import { CpuThreads, ONE_THREAD } from '../src/backend/cpu-threads.js';
+import { CpuBackend } from '../src/backend/cpu.js';
+import { bits, hugeEnds, random, sameEndColumns } from './cpu-inputs.js';
+
+/**
+ * 2 GiB held first (untouched: no memory used), so that every weight, row block and scratch region here lies past
+ * 2^31 bytes, where an address no longer fits a signed i32 (a 0.5B model's arena reaches it), as in cpu-threads.test.ts.
+ */
+const ballast = cpuArena().f32(2 ** 29 + 2 ** 20);
+const cpu = new CpuBackend();
+/** 1 to 4 threads, each cutting even the smallest product (a share may hold a single multiply-add). */
+const THREADS = [1, 2, 3, 4].map((n) => CpuThreads.open(n, 1));
+afterAll(() => THREADS.forEach((t) => t.close()));
+
+/** A weight [N, K] in the arena (read in place), or for f32 also in a plain array (copied into the kernel's scratch). */
+const weight = (values: Float32Array, N: number, K: number, storage: WeightStorage, inArena: boolean): Tensor =>
+  inArena || storage === 'f16' ? cpu.uploadWeight(values, [N, K], storage) : cpu.upload(values, [N, K]);
+
+/** x [T, K] with cancelling rows (+H first, −H last: w's rows end as they start), -0 and f32 subnormals sprinkled in. */
+function inputs(r: ReturnType<typeof random>, T: number, K: number): Float32Array {
+  const xs = hugeEnds(r.floats(T * K), K);
+  for (let i = 1; i < xs.length; i += 7) xs[i] = r.pick([-0, 2 ** -140, -(2 ** -120), 2 ** -100]); // products below 2^-126 are f32 subnormals
+  return xs;
+}
+
+describe('matmulF32 equals matmulF32Reference bit for bit', () => {
+  it('holds its arrays past 2 GiB of the arena', () => {
+    expect(ballast!.length).toBe(2 ** 29 + 2 ** 20);
+    expect(f32Of(cpu.uploadWeight(new Float32Array(8), [2, 4], 'f32')).byteOffset).toBeGreaterThan(2 ** 31);
+  });
+
+  it('hand-computed: 1 + 2^-24 + 2^-24 sums to 1 in f32 (each add rounds back to 1), 1 + 2^-23 in f64', () => {
+    for (const storage of ['f32', 'f16'] as const) {
+      const x = cpu.upload(Float32Array.of(1, 2 ** -24, 2 ** -24), [1, 3]);
+      const w = cpu.uploadWeight(Float32Array.of(1, 1, 1), [1, 3], storage);
+      expect(f32Of(matmulF32(x, w))[0], storage).toBe(1);
+      expect(f32Of(matmulF32Reference(x, w))[0]).toBe(1);
+      expect(f32Of(matmulReference(x, w))[0]).toBe(1 + 2 ** -23); // the f64 sums the shipped kernels equal
+      expect(hasRowBlocks(w), storage).toBe(storage === 'f16');
+    }
+  });
+
+  it('over shapes around the tiles, f16 (row blocks) and f32 (row-major) weights, with and without bias, at 1-4 threads', () => {
+    const r = random('f32 sums');
+    let trial = 0;
+    for (const N of [1, 15, 16, 17, 37, 64])
+      for (const K of [1, 3, 17, 64, 96])
+        for (const T of [1, 2, 3, 8, 9]) {
+          trial++;
+          const storage = trial % 2 ? 'f16' : 'f32';
+          const ws = sameEndColumns(r.floats(N * K, 4), K);
+          if (trial % 3 === 0) [ws[0], ws[ws.length >> 1], ws[ws.length - 1]] = [2 ** -20, -0, -(2 ** -17)]; // f16 subnormals, -0
+          const w = weight(ws, N, K, storage, trial % 4 !== 2);
+          const x = cpu.upload(inputs(r, T, K), [T, K]);
+          const bias = trial % 5 < 3 ? cpu.upload(Float32Array.from(r.floats(N), (v, n) => (n % 4 === 1 ? -0 : v)), [N]) : undefined;
+          const what = `T ${T}, N ${N}, K ${K}, ${storage}${bias ? ', bias' : ''}`;
+          const expected = bits(matmulF32Reference(x, w, bias));
+          expect(bits(matmulF32(x, w, bias, ONE_THREAD)), what).toEqual(expected);
+          expect(hasRowBlocks(w), what).toBe(storage === 'f16');
+          for (const threads of THREADS) expect(bits(matmulF32(x, w, bias, threads)), `${what}, ${threads.count} threads`).toEqual(expected);
+        }
+  });
+
+  it('x past the row blocks\' budget takes the row-major kernel, f16 weights too', () => {
+    const r = random('f32 sums, long x');
+    const [N, K] = [37, 96];
+    const T = Math.floor(MAX_BLOCK_X_BYTES / (K * 4)) + 5; // 1,370 tokens: not a multiple of 8 (nor of the token blocks)
+    for (const storage of ['f16', 'f32'] as const) {
+      const w = cpu.uploadWeight(sameEndColumns(r.floats(N * K, 4), K), [N, K], storage);
+      const x = cpu.upload(inputs(r, T, K), [T, K]);
+      const bias = cpu.upload(r.floats(N), [N]);
+      const expected = bits(matmulF32Reference(x, w, bias));
+      for (const threads of [ONE_THREAD, THREADS[2]!]) expect(bits(matmulF32(x, w, bias, threads)), `${storage}, ${threads.count} threads`).toEqual(expected);
+      expect(hasRowBlocks(w), storage).toBe(false);
+    }
+  });
+
+  it('a sequence gives the same row alone and at any place in a batch (tiles of 2 and 1 tokens, of 8 and padding)', () => {
+    const r = random('f32 sums, batch');
+    const [N, K, T] = [37, 64, 11];
+    for (const storage of ['f16', 'f32'] as const) {
+      const w = cpu.uploadWeight(sameEndColumns(r.floats(N * K, 4), K), [N, K], storage);
+      const xs = inputs(r, T, K);
+      const batch = bits(matmulF32(cpu.upload(xs, [T, K]), w));
+      for (const t of [0, 1, 7, 8, 10]) {
+        const alone = bits(matmulF32(cpu.upload(xs.slice(t * K, (t + 1) * K), [1, K]), w));
+        expect(batch.slice(t * N, (t + 1) * N), `${storage}, token ${t}`).toEqual(alone);
+      }
+    }
+  });
+
+  it('the reference is the plain f32 loop (k ascending, each product and sum rounded), not the f64 sums', () => {
+    // Cancelling rows: f32 sums and f64 sums of the same products differ in most outputs, so the two references
+    // (and a kernel that equals one) cannot be mistaken for each other.
+    const r = random('f32 sums, references');
+    const [T, N, K] = [3, 16, 64];
+    const x = cpu.upload(inputs(r, T, K), [T, K]);
+    const w = cpu.uploadWeight(sameEndColumns(r.floats(N * K, 4), K), [N, K], 'f32');
+    const [xs, ws, f32Sums, f64Sums] = [f32Of(x), f32Of(w), f32Of(matmulF32Reference(x, w)), f32Of(matmulReference(x, w))];
+    let differ = 0;
+    for (let t = 0; t < T; t++)
+      for (let n = 0; n < N; n++) {
+        const products = Array.from({ length: K }, (_, k) => Math.fround(xs[t * K + k]! * ws[n * K + k]!));
+        expect(f32Sums[t * N + n]).toBe(products.reduce((s, p) => Math.fround(s + p), 0));
+        if (f32Sums[t * N + n] !== f64Sums[t * N + n]) differ++;
+      }
+    expect(differ).toBeGreaterThan((T * N) / 2);
+  });
+});
