@@ -16,8 +16,7 @@
 // and the reference where the arena cannot stage the operands (as cpu-dense.ts's matmul does).
 
 import type { Tensor } from './backend.js';
-import { BLOCK_ROWS, homeOf, MAX_BLOCK_X_BYTES, roundUp, rowBlocks, shapes, stage, unpadRows, weightBytes } from './cpu-dense.js';
-import { cpuArena } from './cpu-arena.js';
+import { homeOf, matmulThroughBlocks, roundUp, shapes, stage, weightBytes } from './cpu-dense.js';
 import { f32Of, tensor } from './cpu-tensor.js';
 import { ONE_THREAD, type CpuThreads } from './cpu-threads.js';
 
@@ -40,26 +39,11 @@ export function matmulF32Reference(x: Tensor, w: Tensor, bias?: Tensor): Tensor 
   return tensor(out, [T, N], 'f32');
 }
 
-/** x [T, K] against an f16 weight through its row blocks; undefined past MAX_BLOCK_X_BYTES or without the blocks. */
-function matmulBlocksF32(xs: Float32Array, w: Tensor, T: number, N: number, K: number, bias: Tensor | undefined, threads: CpuThreads): Tensor | undefined {
-  if (T * K * 4 > MAX_BLOCK_X_BYTES) return undefined;
-  const blocks = rowBlocks(w);
-  const nPad = roundUp(N, BLOCK_ROWS);
-  const s = blocks && stage([T * K * 4, nPad * 4, T * nPad * 4], homeOf(blocks));
-  if (!blocks || !s) return undefined;
-  s.f32(0, T * K).set(xs);
-  const b = s.f32(1, nPad).fill(0);
-  if (bias) b.set(f32Of(bias).subarray(0, N));
-  const wAt = cpuArena().addressOf(blocks, s.memory)!;
-  threads.runRanges(N, BLOCK_ROWS, T * N * K, (first, end) => [{ fn: 'matmulBlocksF32', memory: s.memory, args: [s.at[0]!, T, K, wAt, N, s.at[1]!, s.at[2]!, first, end] }]);
-  return tensor(unpadRows(s.f32(2, T * nPad), T, N, nPad), [T, N], 'f32');
-}
-
 /** Threads each own whole rows n of w (16 at a time through row blocks, else 4). */
 export function matmulF32(x: Tensor, w: Tensor, bias?: Tensor, threads: CpuThreads = ONE_THREAD): Tensor {
   const { T, N, K } = shapes('matmul', x, w);
   const [xs, ws] = [f32Of(x), f32Of(w)];
-  const blocked = matmulBlocksF32(xs, w, T, N, K, bias, threads);
+  const blocked = matmulThroughBlocks(xs, w, T, N, K, bias, threads, 'f32');
   if (blocked) return blocked;
   const [tPad, nPad] = [roundUp(T, TILE_TOKENS), roundUp(N, TILE_ROWS)];
   const home = homeOf(ws);
