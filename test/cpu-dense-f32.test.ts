@@ -1,17 +1,19 @@
-// The f32-sum dense product (src/backend/cpu-dense-f32.ts, kernels/cpu/dense_f32.wat) against its plain loop,
-// matmulF32Reference, bit for bit: both kernels (row blocks for f16 weights and short x; row-major for f32 weights
-// and x past the block path's budget), shapes around their tiles (16 rows x 2 tokens, 4 rows x 8 tokens), with and
-// without bias, -0, subnormals and sums that cancel (so that another order of the k's shows in the bits); at 1 to 4
-// threads; a sequence alone and inside a batch; and a hand-computed case where f32 sums and f64 sums differ.
+// The f32-sum dense products (src/backend/cpu-dense-f32.ts, kernels/cpu/dense_f32.wat) against their plain loops,
+// matmulF32Reference and matmulBackwardF32Reference, bit for bit. Forward: both kernels (row blocks for f16 weights
+// and short x; row-major for f32 weights and x past the block path's budget), shapes around their tiles (16 rows x
+// 2 tokens, 4 rows x 8 tokens), with and without bias; backward: the row-major tile loop over w's columns, shapes
+// around its tiles (4 columns x 8 tokens) and token blocks, f16 and f32 weights. Both with -0, subnormals and sums
+// that cancel (so that another order of the sum shows in the bits); at 1 to 4 threads; past 2 GiB of the arena; a
+// sequence alone and inside a batch; and hand-computed cases where f32 sums and f64 sums differ.
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Tensor, WeightStorage } from '../src/backend/backend.js';
 import { cpuArena } from '../src/backend/cpu-arena.js';
-import { hasRowBlocks, matmulReference, MAX_BLOCK_X_BYTES } from '../src/backend/cpu-dense.js';
-import { matmulF32, matmulF32Reference } from '../src/backend/cpu-dense-f32.js';
+import { hasRowBlocks, matmulBackwardReference, matmulReference, MAX_BLOCK_X_BYTES } from '../src/backend/cpu-dense.js';
+import { matmulBackwardF32, matmulBackwardF32Reference, matmulF32, matmulF32Reference } from '../src/backend/cpu-dense-f32.js';
 import { f32Of } from '../src/backend/cpu-tensor.js';
 import { CpuThreads, ONE_THREAD } from '../src/backend/cpu-threads.js';
 import { CpuBackend } from '../src/backend/cpu.js';
-import { bits, hugeEnds, random, sameEndColumns } from './cpu-inputs.js';
+import { bits, hugeEnds, random, sameEndColumns, sameEndRows } from './cpu-inputs.js';
 
 /**
  * 2 GiB held first (untouched: no memory used), so that every weight, row block and scratch region here lies past
@@ -27,7 +29,10 @@ afterAll(() => THREADS.forEach((t) => t.close()));
 const weight = (values: Float32Array, N: number, K: number, storage: WeightStorage, inArena: boolean): Tensor =>
   inArena || storage === 'f16' ? cpu.uploadWeight(values, [N, K], storage) : cpu.upload(values, [N, K]);
 
-/** x [T, K] with cancelling rows (+H first, −H last: w's rows end as they start), -0 and f32 subnormals sprinkled in. */
+/**
+ * x [T, K] (or dy [T, N]) with cancelling rows (+H first, −H last: w's rows, or columns, end as they start), -0 and
+ * f32 subnormals sprinkled in.
+ */
 function inputs(r: ReturnType<typeof random>, T: number, K: number): Float32Array {
   const xs = hugeEnds(r.floats(T * K), K);
   for (let i = 1; i < xs.length; i += 7) xs[i] = r.pick([-0, 2 ** -140, -(2 ** -120), 2 ** -100]); // products below 2^-126 are f32 subnormals
@@ -116,5 +121,68 @@ describe('matmulF32 equals matmulF32Reference bit for bit', () => {
         if (f32Sums[t * N + n] !== f64Sums[t * N + n]) differ++;
       }
     expect(differ).toBeGreaterThan((T * N) / 2);
+  });
+});
+
+describe('matmulBackwardF32 equals matmulBackwardF32Reference bit for bit', () => {
+  it('hand-computed: dy = [1, 2^-24, 2^-24] against a w of ones [3, 1] sums to 1 in f32, 1 + 2^-23 in f64', () => {
+    for (const storage of ['f32', 'f16'] as const) {
+      const dy = cpu.upload(Float32Array.of(1, 2 ** -24, 2 ** -24), [1, 3]);
+      const w = cpu.uploadWeight(Float32Array.of(1, 1, 1), [3, 1], storage);
+      expect(f32Of(matmulBackwardF32(dy, w))[0], storage).toBe(1);
+      expect(f32Of(matmulBackwardF32Reference(dy, w))[0]).toBe(1);
+      expect(f32Of(matmulBackwardReference(dy, w))[0]).toBe(1 + 2 ** -23); // the f64 sums the shipped kernels equal
+    }
+  });
+
+  it('over shapes around the tiles and token blocks, f16 and f32 weights, in the arena and not, at 1-4 threads', () => {
+    const r = random('f32 sums, backward');
+    let trial = 0;
+    // [T, N]: T past 8 (several tiles), past 64 (several token blocks at small N), and at N = 2,000 blocks of 40
+    // tokens (81,920 / N rounded down to 8), the last one short
+    const tokens: Array<[number, number]> = [[1, 1], [2, 3], [9, 17], [8, 64], [3, 96], [150, 37], [90, 2000]];
+    for (const [T, N] of tokens)
+      for (const K of [1, 3, 4, 5, 17, 37]) {
+        trial++;
+        const storage = trial % 2 ? 'f16' : 'f32';
+        const ws = sameEndRows(r.floats(N * K, 4), N, K);
+        if (trial % 3 === 0) [ws[0], ws[ws.length >> 1], ws[ws.length - 1]] = [2 ** -20, -0, -(2 ** -17)]; // f16 subnormals, -0
+        const w = weight(ws, N, K, storage, trial % 4 !== 2);
+        const dy = cpu.upload(inputs(r, T, N), [T, N]);
+        const what = `T ${T}, N ${N}, K ${K}, ${storage}`;
+        const expected = bits(matmulBackwardF32Reference(dy, w));
+        expect(bits(matmulBackwardF32(dy, w, ONE_THREAD)), what).toEqual(expected);
+        for (const threads of THREADS) expect(bits(matmulBackwardF32(dy, w, threads)), `${what}, ${threads.count} threads`).toEqual(expected);
+      }
+  });
+
+  it('a sequence gives the same row alone and at any place in a batch (tiles of 8 tokens and padding)', () => {
+    const r = random('f32 sums, backward batch');
+    const [N, K, T] = [37, 21, 11];
+    for (const storage of ['f16', 'f32'] as const) {
+      const w = cpu.uploadWeight(sameEndRows(r.floats(N * K, 4), N, K), [N, K], storage);
+      const dys = inputs(r, T, N);
+      const batch = bits(matmulBackwardF32(cpu.upload(dys, [T, N]), w));
+      for (const t of [0, 7, 8, 10]) {
+        const alone = bits(matmulBackwardF32(cpu.upload(dys.slice(t * N, (t + 1) * N), [1, N]), w));
+        expect(batch.slice(t * K, (t + 1) * K), `${storage}, token ${t}`).toEqual(alone);
+      }
+    }
+  });
+
+  it('the reference is the plain f32 loop (n ascending, each product and sum rounded), not the f64 sums', () => {
+    const r = random('f32 sums, backward references');
+    const [T, N, K] = [3, 64, 16];
+    const dy = cpu.upload(inputs(r, T, N), [T, N]);
+    const w = cpu.uploadWeight(sameEndRows(r.floats(N * K, 4), N, K), [N, K], 'f32');
+    const [g, ws, f32Sums, f64Sums] = [f32Of(dy), f32Of(w), f32Of(matmulBackwardF32Reference(dy, w)), f32Of(matmulBackwardReference(dy, w))];
+    let differ = 0;
+    for (let t = 0; t < T; t++)
+      for (let k = 0; k < K; k++) {
+        const products = Array.from({ length: N }, (_, n) => Math.fround(g[t * N + n]! * ws[n * K + k]!));
+        expect(f32Sums[t * K + k]).toBe(products.reduce((s, p) => Math.fround(s + p), 0));
+        if (f32Sums[t * K + k] !== f64Sums[t * K + k]) differ++;
+      }
+    expect(differ).toBeGreaterThan((T * K) / 2);
   });
 });
