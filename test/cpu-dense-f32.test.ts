@@ -91,6 +91,18 @@ describe('matmulF32 equals matmulF32Reference bit for bit', () => {
     }
   });
 
+  it('K past a chunk of the row-major kernel (1,024 steps) and T past its token block (64): sums go on across chunks, the bias added once', () => {
+    const r = random('f32 sums, chunks');
+    const [N, K, T] = [21, 2100, 70]; // chunks of 1,024, 1,024, 52 steps; token blocks of 64 and 8 (Tpad 72)
+    for (const storage of ['f16', 'f32'] as const) {
+      const w = cpu.uploadWeight(sameEndColumns(r.floats(N * K, 4), K), [N, K], storage);
+      const x = cpu.upload(inputs(r, T, K), [T, K]);
+      const bias = cpu.upload(r.floats(N), [N]);
+      const expected = bits(matmulF32Reference(x, w, bias));
+      for (const threads of [ONE_THREAD, THREADS[2]!]) expect(bits(matmulF32(x, w, bias, threads)), `${storage}, ${threads.count} threads`).toEqual(expected);
+    }
+  });
+
   it('a sequence gives the same row alone and at any place in a batch (tiles of 2 and 1 tokens, of 8 and padding)', () => {
     const r = random('f32 sums, batch');
     const [N, K, T] = [37, 64, 11];
@@ -138,8 +150,7 @@ describe('matmulBackwardF32 equals matmulBackwardF32Reference bit for bit', () =
   it('over shapes around the tiles and token blocks, f16 and f32 weights, in the arena and not, at 1-4 threads', () => {
     const r = random('f32 sums, backward');
     let trial = 0;
-    // [T, N]: T past 8 (several tiles), past 64 (several token blocks at small N), and at N = 2,000 blocks of 40
-    // tokens (81,920 / N rounded down to 8), the last one short
+    // [T, N]: T past 8 (several tiles), past 64 (several token blocks), and N = 2,000 past a chunk of 1,024 steps
     const tokens: Array<[number, number]> = [[1, 1], [2, 3], [9, 17], [8, 64], [3, 96], [150, 37], [90, 2000]];
     for (const [T, N] of tokens)
       for (const K of [1, 3, 4, 5, 17, 37]) {

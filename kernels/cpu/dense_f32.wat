@@ -23,8 +23,8 @@
 ;;                      times xT[j][t]: forward R = N, L = K, a row's steps 4 bytes apart (w's rows); backward (xT =
 ;;                      dy transposed, [N][Tpad]) R = K, L = N, a row's steps K·4 bytes apart (w's columns). Bias
 ;;                      [R4], R4 = R rounded up to 4 (backward: zeros); outT [R4][Tpad]. Tiles: 4 rows by 8 tokens
-;;                      (8 sums: w's value splat, two x vectors). Tokens go in blocks of 8 to 64 (by L, below),
-;;                      whose columns of xT stay in L2 while the rows pass.
+;;                      (8 sums: w's value splat, two x vectors). Blocks of 64 tokens by 1,024 steps (below),
+;;                      whose part of xT stays in L2 while the rows pass.
 ;;                      Rows past R are read as row R - 1: their sums land in the padding, never read back.
 
 (module
@@ -112,15 +112,17 @@
       (local.set $wp (i32.add (local.get $wp) (i32.shl (local.get $K) (i32.const 6))))
       (br $blocks))))
 
-;; Rows r0..r3 of w (L values each, stepBytes apart) against the 8 tokens whose x[·, j] start at xp (xT: j's row
-  ;; of tPadBytes), j ascending: (r0·tokens 0-3, r0·4-7, r1·0-3, ..., r3·4-7). A down-counter ends the loop, not an
-  ;; address: the backward product's last row address + L·stepBytes may pass 4 GiB.
-  (func $rows4x8 (param $r0 i32) (param $r1 i32) (param $r2 i32) (param $r3 i32) (param $xp i32) (param $L i32) (param $stepBytes i32) (param $tPadBytes i32)
+;; Rows r0..r3 of w (`steps` values each, stepBytes apart) against the 8 tokens whose x[·, j] start at xp (xT:
+  ;; j's row of tPadBytes), j ascending, the sums going on from a0..d1 ($start8's): (r0·tokens 0-3, r0·4-7,
+  ;; r1·0-3, ..., r3·4-7). A down-counter ends the loop, not an address: the backward product's last row address +
+  ;; L·stepBytes may pass 4 GiB. (The starting sums come in as parameters: loading them in here, under an `if`, ran
+  ;; the loop at 0.75x the speed in V8.)
+  (func $rows4x8 (param $r0 i32) (param $r1 i32) (param $r2 i32) (param $r3 i32) (param $xp i32) (param $steps i32) (param $stepBytes i32) (param $tPadBytes i32)
+                 (param $a0 v128) (param $a1 v128) (param $b0 v128) (param $b1 v128) (param $c0 v128) (param $c1 v128) (param $d0 v128) (param $d1 v128)
                  (result v128 v128 v128 v128 v128 v128 v128 v128)
     (local $xa v128) (local $xb v128) (local $s v128)
-    (local $a0 v128) (local $a1 v128) (local $b0 v128) (local $b1 v128) (local $c0 v128) (local $c1 v128) (local $d0 v128) (local $d1 v128)
-    (block $done (loop $steps
-      (br_if $done (i32.eqz (local.get $L)))
+    (block $done (loop $loop
+      (br_if $done (i32.eqz (local.get $steps)))
       (local.set $xa (v128.load offset=0 (local.get $xp)))
       (local.set $xb (v128.load offset=16 (local.get $xp)))
       (local.set $s (v128.load32_splat (local.get $r0)))
@@ -136,66 +138,86 @@
       (local.set $r2 (i32.add (local.get $r2) (local.get $stepBytes)))
       (local.set $r3 (i32.add (local.get $r3) (local.get $stepBytes)))
       (local.set $xp (i32.add (local.get $xp) (local.get $tPadBytes)))
-      (local.set $L (i32.sub (local.get $L) (i32.const 1)))
-      (br $steps)))
+      (local.set $steps (i32.sub (local.get $steps) (i32.const 1)))
+      (br $loop)))
     (local.get $a0) (local.get $a1) (local.get $b0) (local.get $b1) (local.get $c0) (local.get $c1) (local.get $d0) (local.get $d1))
+
+  ;; The partial sums a tile starts from: +0s for the first chunk, else outT's rows at out (tPadBytes apart)
+  (func $start8 (param $out i32) (param $tPadBytes i32) (param $first i32) (result v128 v128 v128 v128 v128 v128 v128 v128)
+    (if (result v128 v128 v128 v128 v128 v128 v128 v128) (local.get $first)
+      (then (v128.const i32x4 0 0 0 0) (v128.const i32x4 0 0 0 0) (v128.const i32x4 0 0 0 0) (v128.const i32x4 0 0 0 0)
+            (v128.const i32x4 0 0 0 0) (v128.const i32x4 0 0 0 0) (v128.const i32x4 0 0 0 0) (v128.const i32x4 0 0 0 0))
+      (else (v128.load offset=0 (local.get $out)) (v128.load offset=16 (local.get $out))
+            (v128.load offset=0 (i32.add (local.get $out) (local.get $tPadBytes))) (v128.load offset=16 (i32.add (local.get $out) (local.get $tPadBytes)))
+            (v128.load offset=0 (i32.add (local.get $out) (i32.mul (local.get $tPadBytes) (i32.const 2)))) (v128.load offset=16 (i32.add (local.get $out) (i32.mul (local.get $tPadBytes) (i32.const 2))))
+            (v128.load offset=0 (i32.add (local.get $out) (i32.mul (local.get $tPadBytes) (i32.const 3)))) (v128.load offset=16 (i32.add (local.get $out) (i32.mul (local.get $tPadBytes) (i32.const 3)))))))
 
   ;; Address of row min(r, R - 1) of w: rows past R are read as row R - 1, their sums land in the padding
   (func $row (param $w i32) (param $r i32) (param $R i32) (param $rowBytes i32) (result i32)
     (i32.add (local.get $w) (i32.mul (local.get $rowBytes)
       (select (local.get $r) (i32.sub (local.get $R) (i32.const 1)) (i32.lt_u (local.get $r) (local.get $R))))))
 
-  ;; outT[r, t..t+7] = f32(v + bias[r]): one row's sums over 8 tokens, plus its bias
-  (func $put8 (param $out i32) (param $b i32) (param $v0 v128) (param $v1 v128)
+  ;; outT[r, t..t+7] = f32(v + bias[r]) after the last chunk, v before it (+0 added: v is never -0): one row's sums
+  ;; over 8 tokens
+  (func $put8 (param $out i32) (param $b i32) (param $last i32) (param $v0 v128) (param $v1 v128)
     (local $bs v128)
-    (local.set $bs (v128.load32_splat (local.get $b)))
+    (if (local.get $last) (then (local.set $bs (v128.load32_splat (local.get $b)))))
     (v128.store offset=0 (local.get $out) (f32x4.add (local.get $v0) (local.get $bs)))
     (v128.store offset=16 (local.get $out) (f32x4.add (local.get $v1) (local.get $bs))))
 
   ;; The tile loop of both exports below: outT[r, t] = f32(Σ_{j < L} w[r·rowBytes + j·stepBytes]·xT[j][t] + bias[r])
   ;; (sums in f32, j ascending) for the rows r in [rFirst, rEnd) of R (rFirst a multiple of 4; rEnd a multiple of 4,
-  ;; or R); xT [L][Tpad], Tpad a multiple of 8; bias [R rounded up to 4]; outT [R rounded up to 4][Tpad]
+  ;; or R); xT [L][Tpad], Tpad a multiple of 8; bias [R rounded up to 4]; outT [R rounded up to 4][Tpad].
+  ;; Blocks: 64 tokens by 1,024 steps j (a chunk), whose part of xT (256 KiB, a quarter of a core's L2 here) stays
+  ;; in L2 while every row passes; a sum goes on from the partial sums its previous chunk left in outT (f32 values,
+  ;; stored and loaded unchanged: the same roundings in the same order, bit for bit the sum of one pass). One pass
+  ;; over all L with token blocks sized by L (8 tokens at L = 9,728) ran the backward product of the 0.5B gate|up
+  ;; projection (a w value's steps 3.5 KiB apart, a page each) at 0.85x dense.wasm, and 2.8x slower than this;
+  ;; chunks of 256 or 512 steps ran its forward product 0.8x as fast (outT, 2.5 MiB a token block, read back per
+  ;; chunk), 2,048 the backward 0.8x (bench/cpu-f32-lanes.ts's shapes, 11:43 UTC).
   (func $tilesF32 (param $xT i32) (param $Tpad i32) (param $L i32) (param $w i32) (param $R i32) (param $rowBytes i32) (param $stepBytes i32)
                   (param $bias i32) (param $outT i32) (param $rFirst i32) (param $rEnd i32)
-    (local $tPadBytes i32) (local $tBlock i32) (local $tb i32) (local $tEnd i32) (local $r i32) (local $t i32) (local $at i32)
-    (local $r0 i32) (local $r1 i32) (local $r2 i32) (local $r3 i32)
+    (local $tPadBytes i32) (local $tb i32) (local $tEnd i32) (local $j i32) (local $steps i32) (local $last i32)
+    (local $r i32) (local $t i32) (local $at i32) (local $r0 i32) (local $r1 i32) (local $r2 i32) (local $r3 i32)
     (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $v4 v128) (local $v5 v128) (local $v6 v128) (local $v7 v128)
     (local.set $tPadBytes (i32.shl (local.get $Tpad) (i32.const 2)))
-    ;; tokens a block: as many as keep its columns of xT (L·tBlock·4 bytes) within 320 KiB (a third of a core's L2
-    ;; here), a multiple of 8 from 8 to 64: 64 at L = 896, 16 at 4,864 (32 for both ran the 0.5B down and gate|up
-    ;; projections at 0.9x the speed: bench/cpu-f32-lanes.ts)
-    (local.set $tBlock (i32.and (i32.div_u (i32.const 81920) (local.get $L)) (i32.const -8)))
-    (local.set $tBlock (select (local.get $tBlock) (i32.const 8) (i32.gt_u (local.get $tBlock) (i32.const 8))))
-    (local.set $tBlock (select (local.get $tBlock) (i32.const 64) (i32.lt_u (local.get $tBlock) (i32.const 64))))
     (block $tokenBlocksDone (loop $tokenBlocks
       (br_if $tokenBlocksDone (i32.ge_u (local.get $tb) (local.get $Tpad)))
-      (local.set $tEnd (select (i32.add (local.get $tb) (local.get $tBlock)) (local.get $Tpad)
-                               (i32.lt_u (i32.add (local.get $tb) (local.get $tBlock)) (local.get $Tpad))))
-      (local.set $r (local.get $rFirst))
-      (block $rowsDone (loop $rows
-        (br_if $rowsDone (i32.ge_u (local.get $r) (local.get $rEnd)))
-        (local.set $r0 (call $row (local.get $w) (local.get $r) (local.get $R) (local.get $rowBytes)))
-        (local.set $r1 (call $row (local.get $w) (i32.add (local.get $r) (i32.const 1)) (local.get $R) (local.get $rowBytes)))
-        (local.set $r2 (call $row (local.get $w) (i32.add (local.get $r) (i32.const 2)) (local.get $R) (local.get $rowBytes)))
-        (local.set $r3 (call $row (local.get $w) (i32.add (local.get $r) (i32.const 3)) (local.get $R) (local.get $rowBytes)))
-        (local.set $t (local.get $tb))
-        (block $tilesDone (loop $tiles
-          (br_if $tilesDone (i32.ge_u (local.get $t) (local.get $tEnd)))
-          (call $rows4x8 (local.get $r0) (local.get $r1) (local.get $r2) (local.get $r3)
-            (i32.add (local.get $xT) (i32.shl (local.get $t) (i32.const 2))) (local.get $L) (local.get $stepBytes) (local.get $tPadBytes))
-          (local.set $v7) (local.set $v6) (local.set $v5) (local.set $v4) (local.set $v3) (local.set $v2) (local.set $v1) (local.set $v0)
-          (local.set $at (i32.add (local.get $outT) (i32.shl (i32.add (i32.mul (local.get $r) (local.get $Tpad)) (local.get $t)) (i32.const 2))))
-          (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (local.get $r) (i32.const 2))) (local.get $v0) (local.get $v1))
-          (local.set $at (i32.add (local.get $at) (local.get $tPadBytes)))
-          (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $r) (i32.const 1)) (i32.const 2))) (local.get $v2) (local.get $v3))
-          (local.set $at (i32.add (local.get $at) (local.get $tPadBytes)))
-          (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $r) (i32.const 2)) (i32.const 2))) (local.get $v4) (local.get $v5))
-          (local.set $at (i32.add (local.get $at) (local.get $tPadBytes)))
-          (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $r) (i32.const 3)) (i32.const 2))) (local.get $v6) (local.get $v7))
-          (local.set $t (i32.add (local.get $t) (i32.const 8)))
-          (br $tiles)))
-        (local.set $r (i32.add (local.get $r) (i32.const 4)))
-        (br $rows)))
+      (local.set $tEnd (select (i32.add (local.get $tb) (i32.const 64)) (local.get $Tpad)
+                               (i32.lt_u (i32.add (local.get $tb) (i32.const 64)) (local.get $Tpad))))
+      (local.set $j (i32.const 0))
+      (block $chunksDone (loop $chunks
+        (local.set $steps (select (i32.const 1024) (i32.sub (local.get $L) (local.get $j))
+                                  (i32.lt_u (i32.add (local.get $j) (i32.const 1024)) (local.get $L))))
+        (local.set $last (i32.ge_u (i32.add (local.get $j) (local.get $steps)) (local.get $L)))
+        (local.set $r (local.get $rFirst))
+        (block $rowsDone (loop $rows
+          (br_if $rowsDone (i32.ge_u (local.get $r) (local.get $rEnd)))
+          (local.set $r0 (i32.add (call $row (local.get $w) (local.get $r) (local.get $R) (local.get $rowBytes)) (i32.mul (local.get $j) (local.get $stepBytes))))
+          (local.set $r1 (i32.add (call $row (local.get $w) (i32.add (local.get $r) (i32.const 1)) (local.get $R) (local.get $rowBytes)) (i32.mul (local.get $j) (local.get $stepBytes))))
+          (local.set $r2 (i32.add (call $row (local.get $w) (i32.add (local.get $r) (i32.const 2)) (local.get $R) (local.get $rowBytes)) (i32.mul (local.get $j) (local.get $stepBytes))))
+          (local.set $r3 (i32.add (call $row (local.get $w) (i32.add (local.get $r) (i32.const 3)) (local.get $R) (local.get $rowBytes)) (i32.mul (local.get $j) (local.get $stepBytes))))
+          (local.set $t (local.get $tb))
+          (block $tilesDone (loop $tiles
+            (br_if $tilesDone (i32.ge_u (local.get $t) (local.get $tEnd)))
+            (local.set $at (i32.add (local.get $outT) (i32.shl (i32.add (i32.mul (local.get $r) (local.get $Tpad)) (local.get $t)) (i32.const 2))))
+            (call $rows4x8 (local.get $r0) (local.get $r1) (local.get $r2) (local.get $r3)
+              (i32.add (local.get $xT) (i32.add (i32.mul (local.get $j) (local.get $tPadBytes)) (i32.shl (local.get $t) (i32.const 2))))
+              (local.get $steps) (local.get $stepBytes) (local.get $tPadBytes) (call $start8 (local.get $at) (local.get $tPadBytes) (i32.eqz (local.get $j))))
+            (local.set $v7) (local.set $v6) (local.set $v5) (local.set $v4) (local.set $v3) (local.set $v2) (local.set $v1) (local.set $v0)
+            (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (local.get $r) (i32.const 2))) (local.get $last) (local.get $v0) (local.get $v1))
+            (local.set $at (i32.add (local.get $at) (local.get $tPadBytes)))
+            (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $r) (i32.const 1)) (i32.const 2))) (local.get $last) (local.get $v2) (local.get $v3))
+            (local.set $at (i32.add (local.get $at) (local.get $tPadBytes)))
+            (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $r) (i32.const 2)) (i32.const 2))) (local.get $last) (local.get $v4) (local.get $v5))
+            (local.set $at (i32.add (local.get $at) (local.get $tPadBytes)))
+            (call $put8 (local.get $at) (i32.add (local.get $bias) (i32.shl (i32.add (local.get $r) (i32.const 3)) (i32.const 2))) (local.get $last) (local.get $v6) (local.get $v7))
+            (local.set $t (i32.add (local.get $t) (i32.const 8)))
+            (br $tiles)))
+          (local.set $r (i32.add (local.get $r) (i32.const 4)))
+          (br $rows)))
+        (local.set $j (i32.add (local.get $j) (local.get $steps)))
+        (br_if $chunks (i32.lt_u (local.get $j) (local.get $L)))))
       (local.set $tb (local.get $tEnd))
       (br $tokenBlocks))))
 
