@@ -150,7 +150,7 @@ describe('matmulBackwardF32 equals matmulBackwardF32Reference bit for bit', () =
   it('over shapes around the tiles and token blocks, f16 and f32 weights, in the arena and not, at 1-4 threads', () => {
     const r = random('f32 sums, backward');
     let trial = 0;
-    // [T, N]: T past 8 (several tiles), past 64 (several token blocks), and N = 2,000 past a chunk of 1,024 steps
+    // [T, N]: T past 8 (several tiles), past 64 (several token blocks), and N = 2,000 past the chunks of 512 steps
     const tokens: Array<[number, number]> = [[1, 1], [2, 3], [9, 17], [8, 64], [3, 96], [150, 37], [90, 2000]];
     for (const [T, N] of tokens)
       for (const K of [1, 3, 4, 5, 17, 37]) {

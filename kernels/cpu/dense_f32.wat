@@ -23,8 +23,8 @@
 ;;                      times xT[j][t]: forward R = N, L = K, a row's steps 4 bytes apart (w's rows); backward (xT =
 ;;                      dy transposed, [N][Tpad]) R = K, L = N, a row's steps K·4 bytes apart (w's columns). Bias
 ;;                      [R4], R4 = R rounded up to 4 (backward: zeros); outT [R4][Tpad]. Tiles: 4 rows by 8 tokens
-;;                      (8 sums: w's value splat, two x vectors). Blocks of 64 tokens by 1,024 steps (below),
-;;                      whose part of xT stays in L2 while the rows pass.
+;;                      (8 sums: w's value splat, two x vectors). Blocks of 64 tokens by 1,024 steps (backward
+;;                      512, below), whose part of xT stays in L2 while the rows pass.
 ;;                      Rows past R are read as row R - 1: their sums land in the padding, never read back.
 
 (module
@@ -168,15 +168,17 @@
   ;; The tile loop of both exports below: outT[r, t] = f32(Σ_{j < L} w[r·rowBytes + j·stepBytes]·xT[j][t] + bias[r])
   ;; (sums in f32, j ascending) for the rows r in [rFirst, rEnd) of R (rFirst a multiple of 4; rEnd a multiple of 4,
   ;; or R); xT [L][Tpad], Tpad a multiple of 8; bias [R rounded up to 4]; outT [R rounded up to 4][Tpad].
-  ;; Blocks: 64 tokens by 1,024 steps j (a chunk), whose part of xT (256 KiB, a quarter of a core's L2 here) stays
-  ;; in L2 while every row passes; a sum goes on from the partial sums its previous chunk left in outT (f32 values,
-  ;; stored and loaded unchanged: the same roundings in the same order, bit for bit the sum of one pass). One pass
-  ;; over all L with token blocks sized by L (8 tokens at L = 9,728) ran the backward product of the 0.5B gate|up
-  ;; projection (a w value's steps 3.5 KiB apart, a page each) at 0.85x dense.wasm, and 2.8x slower than this;
-  ;; chunks of 256 or 512 steps ran its forward product 0.8x as fast (outT, 2.5 MiB a token block, read back per
-  ;; chunk), 2,048 the backward 0.8x (bench/cpu-f32-lanes.ts's shapes, 11:43 UTC).
+  ;; Blocks: 64 tokens by `chunk` steps j, whose part of xT (chunk·256 bytes) stays in L2 while every row passes; a
+  ;; sum goes on from the partial sums its previous chunk left in outT (f32 values, stored and loaded unchanged: the
+  ;; same roundings in the same order, bit for bit the sum of one pass). Chunks: forward 1,024 steps (256 KiB of xT,
+  ;; a quarter of a core's L2 here); backward 512, so that the w lines a row group touches (a 64-byte line for each
+  ;; 16 bytes it reads) stay in L1 while the block's tokens pass: 1,024 ran the 0.5B down and gate|up projections'
+  ;; backward products at 0.9x the speed, 256 and 512 their forward ones at 0.8-1.0x (outT, 2.5 MiB a token block
+  ;; at N = 9,728, read back per chunk). One pass over all L with token blocks sized by L (8 tokens at L = 9,728)
+  ;; ran the gate|up backward product (a w value's steps 3.5 KiB apart, a page each) at 0.85x dense.wasm, 2.8x
+  ;; slower than chunks (bench/cpu-f32-lanes.ts's shapes, ad hoc A/B, 11:43-11:49 UTC).
   (func $tilesF32 (param $xT i32) (param $Tpad i32) (param $L i32) (param $w i32) (param $R i32) (param $rowBytes i32) (param $stepBytes i32)
-                  (param $bias i32) (param $outT i32) (param $rFirst i32) (param $rEnd i32)
+                  (param $bias i32) (param $outT i32) (param $rFirst i32) (param $rEnd i32) (param $chunk i32)
     (local $tPadBytes i32) (local $tb i32) (local $tEnd i32) (local $j i32) (local $steps i32) (local $last i32)
     (local $r i32) (local $t i32) (local $at i32) (local $r0 i32) (local $r1 i32) (local $r2 i32) (local $r3 i32)
     (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $v4 v128) (local $v5 v128) (local $v6 v128) (local $v7 v128)
@@ -187,8 +189,8 @@
                                (i32.lt_u (i32.add (local.get $tb) (i32.const 64)) (local.get $Tpad))))
       (local.set $j (i32.const 0))
       (block $chunksDone (loop $chunks
-        (local.set $steps (select (i32.const 1024) (i32.sub (local.get $L) (local.get $j))
-                                  (i32.lt_u (i32.add (local.get $j) (i32.const 1024)) (local.get $L))))
+        (local.set $steps (select (local.get $chunk) (i32.sub (local.get $L) (local.get $j))
+                                  (i32.lt_u (i32.add (local.get $j) (local.get $chunk)) (local.get $L))))
         (local.set $last (i32.ge_u (i32.add (local.get $j) (local.get $steps)) (local.get $L)))
         (local.set $r (local.get $rFirst))
         (block $rowsDone (loop $rows
@@ -226,7 +228,7 @@
   (func (export "matmulF32") (param $xT i32) (param $Tpad i32) (param $K i32) (param $w i32) (param $N i32) (param $bias i32) (param $outT i32)
                              (param $nFirst i32) (param $nEnd i32)
     (call $tilesF32 (local.get $xT) (local.get $Tpad) (local.get $K) (local.get $w) (local.get $N)
-      (i32.shl (local.get $K) (i32.const 2)) (i32.const 4) (local.get $bias) (local.get $outT) (local.get $nFirst) (local.get $nEnd)))
+      (i32.shl (local.get $K) (i32.const 2)) (i32.const 4) (local.get $bias) (local.get $outT) (local.get $nFirst) (local.get $nEnd) (i32.const 1024)))
 
   ;; dxT[k, t] = f32(Σ_n dy[t, n]·w[n, k]) (sums in f32, n ascending), w row-major [N, K], dy given transposed
   ;; (dyT [N][Tpad]), for the columns k in [kFirst, kEnd): the tiles' rows are w's columns, their steps its rows.
@@ -234,5 +236,5 @@
   (func (export "matmulBackwardF32") (param $dyT i32) (param $Tpad i32) (param $N i32) (param $w i32) (param $K i32) (param $zeros i32) (param $dxT i32)
                                      (param $kFirst i32) (param $kEnd i32)
     (call $tilesF32 (local.get $dyT) (local.get $Tpad) (local.get $N) (local.get $w) (local.get $K)
-      (i32.const 4) (i32.shl (local.get $K) (i32.const 2)) (local.get $zeros) (local.get $dxT) (local.get $kFirst) (local.get $kEnd)))
+      (i32.const 4) (i32.shl (local.get $K) (i32.const 2)) (local.get $zeros) (local.get $dxT) (local.get $kFirst) (local.get $kEnd) (i32.const 512)))
 )
