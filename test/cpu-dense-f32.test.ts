@@ -39,6 +39,31 @@ function inputs(r: ReturnType<typeof random>, T: number, K: number): Float32Arra
   return xs;
 }
 
+/** Each of `tokens` rows of `product` over all T rows of `a` [T, width] equals that row's product alone. */
+function expectRowsAsAlone(product: (a: Tensor) => Tensor, a: Float32Array, T: number, width: number, tokens: readonly number[], what: string): void {
+  const batch = bits(product(cpu.upload(a, [T, width])));
+  const outWidth = batch.length / T;
+  for (const t of tokens) {
+    const alone = bits(product(cpu.upload(a.slice(t * width, (t + 1) * width), [1, width])));
+    expect(batch.slice(t * outWidth, (t + 1) * outWidth), `${what}, token ${t}`).toEqual(alone);
+  }
+}
+
+/**
+ * Each output of an f32-sum reference is its products (`products(t, o)`) summed in order, each sum rounded to f32;
+ * and most differ from the f64 sums (cancelling inputs), so the two references cannot be mistaken for each other.
+ */
+function expectPlainF32Loop(f32Sums: Float32Array, f64Sums: Float32Array, T: number, products: (t: number, o: number) => number[]): void {
+  const outWidth = f32Sums.length / T;
+  let differ = 0;
+  for (let t = 0; t < T; t++)
+    for (let o = 0; o < outWidth; o++) {
+      expect(f32Sums[t * outWidth + o]).toBe(products(t, o).reduce((sum, p) => Math.fround(sum + p), 0));
+      if (f32Sums[t * outWidth + o] !== f64Sums[t * outWidth + o]) differ++;
+    }
+  expect(differ).toBeGreaterThan(f32Sums.length / 2);
+}
+
 describe('matmulF32 equals matmulF32Reference bit for bit', () => {
   it('holds its arrays past 2 GiB of the arena', () => {
     expect(ballast!.length).toBe(2 ** 29 + 2 ** 20);
@@ -108,31 +133,17 @@ describe('matmulF32 equals matmulF32Reference bit for bit', () => {
     const [N, K, T] = [37, 64, 11];
     for (const storage of ['f16', 'f32'] as const) {
       const w = cpu.uploadWeight(sameEndColumns(r.floats(N * K, 4), K), [N, K], storage);
-      const xs = inputs(r, T, K);
-      const batch = bits(matmulF32(cpu.upload(xs, [T, K]), w));
-      for (const t of [0, 1, 7, 8, 10]) {
-        const alone = bits(matmulF32(cpu.upload(xs.slice(t * K, (t + 1) * K), [1, K]), w));
-        expect(batch.slice(t * N, (t + 1) * N), `${storage}, token ${t}`).toEqual(alone);
-      }
+      expectRowsAsAlone((x) => matmulF32(x, w), inputs(r, T, K), T, K, [0, 1, 7, 8, 10], storage);
     }
   });
 
   it('the reference is the plain f32 loop (k ascending, each product and sum rounded), not the f64 sums', () => {
-    // Cancelling rows: f32 sums and f64 sums of the same products differ in most outputs, so the two references
-    // (and a kernel that equals one) cannot be mistaken for each other.
     const r = random('f32 sums, references');
     const [T, N, K] = [3, 16, 64];
     const x = cpu.upload(inputs(r, T, K), [T, K]);
     const w = cpu.uploadWeight(sameEndColumns(r.floats(N * K, 4), K), [N, K], 'f32');
-    const [xs, ws, f32Sums, f64Sums] = [f32Of(x), f32Of(w), f32Of(matmulF32Reference(x, w)), f32Of(matmulReference(x, w))];
-    let differ = 0;
-    for (let t = 0; t < T; t++)
-      for (let n = 0; n < N; n++) {
-        const products = Array.from({ length: K }, (_, k) => Math.fround(xs[t * K + k]! * ws[n * K + k]!));
-        expect(f32Sums[t * N + n]).toBe(products.reduce((s, p) => Math.fround(s + p), 0));
-        if (f32Sums[t * N + n] !== f64Sums[t * N + n]) differ++;
-      }
-    expect(differ).toBeGreaterThan((T * N) / 2);
+    const [xs, ws] = [f32Of(x), f32Of(w)];
+    expectPlainF32Loop(f32Of(matmulF32Reference(x, w)), f32Of(matmulReference(x, w)), T, (t, n) => Array.from({ length: K }, (_, k) => Math.fround(xs[t * K + k]! * ws[n * K + k]!)));
   });
 });
 
@@ -172,12 +183,7 @@ describe('matmulBackwardF32 equals matmulBackwardF32Reference bit for bit', () =
     const [N, K, T] = [37, 21, 11];
     for (const storage of ['f16', 'f32'] as const) {
       const w = cpu.uploadWeight(sameEndRows(r.floats(N * K, 4), N, K), [N, K], storage);
-      const dys = inputs(r, T, N);
-      const batch = bits(matmulBackwardF32(cpu.upload(dys, [T, N]), w));
-      for (const t of [0, 7, 8, 10]) {
-        const alone = bits(matmulBackwardF32(cpu.upload(dys.slice(t * N, (t + 1) * N), [1, N]), w));
-        expect(batch.slice(t * K, (t + 1) * K), `${storage}, token ${t}`).toEqual(alone);
-      }
+      expectRowsAsAlone((dy) => matmulBackwardF32(dy, w), inputs(r, T, N), T, N, [0, 7, 8, 10], storage);
     }
   });
 
@@ -186,14 +192,7 @@ describe('matmulBackwardF32 equals matmulBackwardF32Reference bit for bit', () =
     const [T, N, K] = [3, 64, 16];
     const dy = cpu.upload(inputs(r, T, N), [T, N]);
     const w = cpu.uploadWeight(sameEndRows(r.floats(N * K, 4), N, K), [N, K], 'f32');
-    const [g, ws, f32Sums, f64Sums] = [f32Of(dy), f32Of(w), f32Of(matmulBackwardF32Reference(dy, w)), f32Of(matmulBackwardReference(dy, w))];
-    let differ = 0;
-    for (let t = 0; t < T; t++)
-      for (let k = 0; k < K; k++) {
-        const products = Array.from({ length: N }, (_, n) => Math.fround(g[t * N + n]! * ws[n * K + k]!));
-        expect(f32Sums[t * K + k]).toBe(products.reduce((s, p) => Math.fround(s + p), 0));
-        if (f32Sums[t * K + k] !== f64Sums[t * K + k]) differ++;
-      }
-    expect(differ).toBeGreaterThan((T * K) / 2);
+    const [g, ws] = [f32Of(dy), f32Of(w)];
+    expectPlainF32Loop(f32Of(matmulBackwardF32Reference(dy, w)), f32Of(matmulBackwardReference(dy, w)), T, (t, k) => Array.from({ length: N }, (_, n) => Math.fround(g[t * N + n]! * ws[n * K + k]!)));
   });
 });
