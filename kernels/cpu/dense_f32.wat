@@ -115,7 +115,7 @@
 ;; Rows r0..r3 of w (`steps` values each, stepBytes apart) against the 8 tokens whose x[·, j] start at xp (xT:
   ;; j's row of tPadBytes), j ascending, the sums going on from a0..d1 ($start8's): (r0·tokens 0-3, r0·4-7,
   ;; r1·0-3, ..., r3·4-7). A down-counter ends the loop, not an address: the backward product's last row address +
-  ;; L·stepBytes may pass 4 GiB. (The starting sums come in as parameters: loading them in here, under an `if`, ran
+  ;; steps·stepBytes may pass 4 GiB. (The starting sums come in as parameters: loading them in here, under an `if`, ran
   ;; the loop at 0.75x the speed in V8.)
   (func $rows4x8 (param $r0 i32) (param $r1 i32) (param $r2 i32) (param $r3 i32) (param $xp i32) (param $steps i32) (param $stepBytes i32) (param $tPadBytes i32)
                  (param $a0 v128) (param $a1 v128) (param $b0 v128) (param $b1 v128) (param $c0 v128) (param $c1 v128) (param $d0 v128) (param $d1 v128)
@@ -176,7 +176,10 @@
   ;; backward products at 0.9x the speed, 256 and 512 their forward ones at 0.8-1.0x (outT, 2.5 MiB a token block
   ;; at N = 9,728, read back per chunk). One pass over all L with token blocks sized by L (8 tokens at L = 9,728)
   ;; ran the gate|up backward product (a w value's steps 3.5 KiB apart, a page each) at 0.85x dense.wasm, 2.8x
-  ;; slower than chunks (bench/cpu-f32-lanes.ts's shapes, ad hoc A/B, 11:43-11:49 UTC).
+  ;; slower than chunks (bench/cpu-f32-lanes.ts's shapes, ad hoc A/B, 11:43-11:49 UTC). The price of one loop for
+  ;; both: the forward-only loop it replaced (constant steps of 4 bytes, no chunks) ran the q and gate|up forward
+  ;; products 1.07-1.12x as fast as this, the down projection's as fast (A/B 11:51-11:53 UTC; constant steps or an
+  ;; address-ended loop here won back under 3%).
   (func $tilesF32 (param $xT i32) (param $Tpad i32) (param $L i32) (param $w i32) (param $R i32) (param $rowBytes i32) (param $stepBytes i32)
                   (param $bias i32) (param $outT i32) (param $rFirst i32) (param $rEnd i32) (param $chunk i32)
     (local $tPadBytes i32) (local $tb i32) (local $tEnd i32) (local $j i32) (local $steps i32) (local $last i32)
