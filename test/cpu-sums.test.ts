@@ -1,8 +1,9 @@
 // A run whose CPU backend sums the base model's dense products in f32 (`backend: {name: cpu, sums: f32}`;
 // src/backend/backend.ts's DenseSums; the kernels against their reference are test/cpu-dense-f32.test.ts's): the
 // setting as a scenario takes it and refuses it, part of what a resume and a replay compare where the threads are
-// not, the backend's products summed in f32 (a hand case f64 sums get otherwise), and a run's bits: not f64's, the
-// same at 1 and 3 threads and under any micro-batch budget, a replay agreeing, a resume with other sums refused.
+// not, the backend's products, forward and backward, summed in f32 (a hand case f64 sums get otherwise), and a
+// run's bits: not f64's, the same at 1 and 3 threads and under any micro-batch budget, a replay agreeing, a resume
+// with other sums refused.
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,12 +44,17 @@ describe('the CPU backend\'s sums as a scenario names them', () => {
 });
 
 describe('a CPU backend with f32 sums', () => {
-  it('rounds every product and partial sum to f32 where f64 sums keep them: 1 + 2^-24 + 2^-24, SIMD kernels and plain loops alike', () => {
-    // x [1, 3] against w [1, 3] of ones: in f32, 1 + 2^-24 rounds to 1 (to even) twice; in f64 the sum is 1 + 2^-23, an f32 value
-    const product = (backend: CpuBackend) => f32Of(backend.matmul(backend.upload(new Float32Array([1, 2 ** -24, 2 ** -24]), [1, 3]), backend.upload(new Float32Array([1, 1, 1]), [1, 3])))[0];
+  it('rounds every product and partial sum to f32 where f64 sums keep them: 1 + 2^-24 + 2^-24, forward and backward, SIMD kernels and plain loops alike', () => {
+    // x [1, 3] against w [1, 3] of ones (forward), dy [1, 3] against w [3, 1] of ones (backward): in f32, 1 + 2^-24
+    // rounds to 1 (to even) twice; in f64 the sum is 1 + 2^-23, an f32 value
+    const terms = new Float32Array([1, 2 ** -24, 2 ** -24]);
+    const product = (backend: CpuBackend) => f32Of(backend.matmul(backend.upload(terms, [1, 3]), backend.upload(new Float32Array([1, 1, 1]), [1, 3])))[0];
+    const backwardProduct = (backend: CpuBackend) => f32Of(backend.matmulBackward(backend.upload(terms, [1, 3]), backend.upload(new Float32Array([1, 1, 1]), [3, 1])))[0];
     for (const simd of [true, false]) {
-      expect(product(new CpuBackend({ simd, sums: 'f32' })), `simd ${simd}`).toBe(1);
-      expect(product(new CpuBackend({ simd })), `simd ${simd}`).toBe(1 + 2 ** -23);
+      for (const [what, of] of [['matmul', product], ['matmulBackward', backwardProduct]] as const) {
+        expect(of(new CpuBackend({ simd, sums: 'f32' })), `${what}, simd ${simd}`).toBe(1);
+        expect(of(new CpuBackend({ simd })), `${what}, simd ${simd}`).toBe(1 + 2 ** -23);
+      }
     }
     expect(new CpuBackend({ sums: 'f32' }).deviceDescription).toMatch(/dense products summed in f32/);
   });

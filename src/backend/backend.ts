@@ -367,10 +367,12 @@ export function assert(condition: unknown, message: string): asserts condition {
 }
 
 /**
- * What the base model's dense products (the CPU backend's matmul) sum in: f64 (exact for a product of two f32
- * values; the default, and the bits of every run made before the choice existed), or f32 as llama.cpp does (each
- * product and partial sum rounded to f32, k ascending: 4 sums a SIMD vector where f64 fits 2; other bits). Either is
- * deterministic and the same at any thread count and batch; the choice is part of a run's identity.
+ * What the base model's dense products (the CPU backend's matmul, and matmulBackward: the input gradients of the
+ * base weights and the LM head in training) sum in: f64 (exact for a product of two f32 values; the default, and the
+ * bits of every run made before the choice existed), or f32 as llama.cpp does (each product and partial sum rounded
+ * to f32, in the reference's order: 4 sums a SIMD vector where f64 fits 2; other bits). LoRA products, attention and
+ * the outer products of weight gradients sum in f64 either way. Either is deterministic and the same at any thread
+ * count and batch; the choice is part of a run's identity.
  */
 export const DENSE_SUMS = ['f64', 'f32'] as const;
 export type DenseSums = (typeof DENSE_SUMS)[number];

@@ -34,6 +34,7 @@ const KERNEL_FUNCTIONS = {
   matmulBackward: ['dense', 'matmulBackward', 10],
   matmulBlocksF32: ['dense_f32', 'matmulBlocksF32', 9],
   matmulF32: ['dense_f32', 'matmulF32', 9],
+  matmulBackwardF32: ['dense_f32', 'matmulBackwardF32', 9],
   attention: ['attention', 'attention', 12],
   attentionForward: ['train_attention', 'forward', 13],
   attentionBackward: ['train_attention', 'backward', 17],

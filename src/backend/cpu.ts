@@ -349,7 +349,10 @@ export class CpuBackend implements Backend {
   logProbs: Backend['logProbs'] = (logits, targets) => (this.simd ? backward.logProbs(logits, targets, this.threads) : backward.logProbsReference(logits, targets));
   logitsBackward: Backend['logitsBackward'] = (logits, targets, logpWeight, entropyWeight) =>
     this.simd ? backward.logitsBackward(logits, targets, logpWeight, entropyWeight, this.threads) : backward.logitsBackwardReference(logits, targets, logpWeight, entropyWeight);
-  matmulBackward: Backend['matmulBackward'] = (dy, w) => (this.simd ? dense.matmulBackward(dy, w, this.threads) : dense.matmulBackwardReference(dy, w));
+  matmulBackward: Backend['matmulBackward'] = (dy, w) => {
+    if (this.sums === 'f32') return this.simd ? denseF32.matmulBackwardF32(dy, w, this.threads) : denseF32.matmulBackwardF32Reference(dy, w);
+    return this.simd ? dense.matmulBackward(dy, w, this.threads) : dense.matmulBackwardReference(dy, w);
+  };
   outerProductSum: Backend['outerProductSum'] = (u, v, order, offsets, scales) => (this.simd ? dense.outerProductSum(u, v, order, offsets, scales, this.threads) : dense.outerProductSumReference(u, v, order, offsets, scales));
   rmsNormBackward = backward.rmsNormBackward;
   rmsNormWeightGrad = backward.rmsNormWeightGrad;
