@@ -1,8 +1,8 @@
 // The CPU reference backend: each op written as the plain maths, in f32 storage with f64 accumulation (the base
-// model's dense products may sum in f32 instead, `sums: 'f32'`: cpu-dense-f32.ts). It is the oracle the WGSL kernels are tested against, and the fallback when no WebGPU adapter exists. The hot
-// loops, the dense products, the LoRA products and decode attention (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts),
-// run WebAssembly SIMD kernels equal bit for bit to their plain loops; the weights and KV caches they read live in
-// the CPU arena (cpu-arena.ts).
+// model's dense products may sum in f32 instead, `sums: 'f32'`: cpu-dense-f32.ts). It is the oracle the WGSL kernels
+// are tested against, and the fallback when no WebGPU adapter exists. The hot loops, the dense products, the LoRA
+// products and decode attention (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts), run WebAssembly SIMD kernels equal
+// bit for bit to their plain loops; the weights and KV caches they read live in the CPU arena (cpu-arena.ts).
 
 import { totalmem } from 'node:os';
 import { assert, numel, type Backend, type DenseSums, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage } from './backend.js';
