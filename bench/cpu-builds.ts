@@ -11,10 +11,12 @@
 // build without threads runs 1 thread only. Before timing, every build must give the same next-token logits, bit
 // for bit, as this one (the f16 values and the sums' order are the same in every build). llama.cpp and PyTorch are
 // checked against populora by bench/cpu-peers.js on the same folders; here only timed. Prints a table; writes JSON.
+// --sums f64,f32 times this build a second time with its dense products summed in f32 (the scenario's
+// `backend: {name: cpu, sums: f32}`), a side of its own ("this f32") with logits of its own.
 //
 //   npm run build && node dist/bench/cpu-builds.js --builds old=/work/wt-old,main=/work/wt-main
 //       [--preset qwen2.5-0.5b-shape] [--threads 1,2] [--prompt 16] [--decode 8] [--train-batch 8] [--seq 32]
-//       [--train-repeats 1] [--rounds 2] [--peers llama.cpp,torch] [--parts inference,training]
+//       [--train-repeats 1] [--rounds 2] [--peers llama.cpp,torch] [--parts inference,training] [--sums f64]
 //       [--out bench/results/cpu-builds.json]     (--parts: inference or training alone)
 //
 // Each build folder must hold dist/ (npm run build there; a node_modules symlinked from this one will do).
@@ -43,6 +45,7 @@ const args = benchArgs(import.meta.url, {
     rounds: { type: 'string', default: '2' },
     peers: { type: 'string', default: 'llama.cpp,torch' },
     parts: { type: 'string', default: 'inference,training' },
+    sums: { type: 'string', default: 'f64' },
     out: { type: 'string', default: 'bench/results/cpu-builds.json' },
   },
 });
@@ -64,6 +67,10 @@ const BUILDS = [
     return [name, resolve(folder)];
   }),
 ] as [string, string][];
+const SUMS = args.sums!.split(',');
+for (const sums of SUMS) if (sums !== 'f64' && sums !== 'f32') throw new BenchUsageError(`--sums: unknown "${sums}"; choose f64, f32 or both (f64,f32)`);
+/** Each populora side: a build and what its dense products sum in (builds other than this one: f64, all they have). */
+const BUILD_SIDES = BUILDS.flatMap(([name, folder]) => SUMS.filter((sums) => sums === 'f64' || name === 'this').map((sums) => ({ name: sums === 'f64' ? name : `${name} ${sums}`, folder, sums })));
 const PEERS = args.peers === 'none' ? [] : args.peers!.split(',');
 for (const peer of PEERS) if (peer !== 'llama.cpp' && peer !== 'torch') throw new BenchUsageError(`--peers: unknown "${peer}"; choose llama.cpp, torch, both (llama.cpp,torch) or none`);
 const PARTS = args.parts!.split(',');
@@ -100,12 +107,13 @@ async function main() {
   const loads: number[] = [loadavg()[0]!];
 
   /** A populora build: started, checked, timed at every thread count it has, ended. */
-  const buildSide = (name: string, folder: string) => async () => {
-    const side = JsonLinesProcess.start(name, process.execPath, [join(here, 'peers', 'populora-build.js'), folder, modelDir, ...adapterDirs]);
+  const buildSide = (name: string, folder: string, sums: string) => async () => {
+    const side = JsonLinesProcess.start(name, process.execPath, [join(here, 'peers', 'populora-build.js'), folder, sums, modelDir, ...adapterDirs]);
     try {
       const { sha256 } = await side.request<{ sha256: string }>({ type: 'check', threads: 1, tokens: checkPrompt(config.vocabSize), adapter: 0 });
       checks[name] ??= sha256;
-      if (sha256 !== checks['this']) throw new Error(`build ${name} (${folder}) gives other logits than this build: the timings would compare different work`);
+      const reference = sums === 'f64' ? 'this' : `this ${sums}`;
+      if (sha256 !== checks[reference]) throw new Error(`build ${name} (${folder}) gives other logits than ${reference}: the timings would compare different work`);
       for (const threads of THREADS) {
         const timed = await side.request<{ prefillTokPerS: number }>({ type: 'time', threads, shape: shapes[0]![1] }).catch((error: Error) => (/has no threads/.test(error.message) ? undefined : Promise.reject(error)));
         if (!timed) continue; // a build without threads: 1 only
@@ -147,7 +155,7 @@ async function main() {
       await torch.close();
     }
   };
-  const sides: [string, () => Promise<void>][] = [...BUILDS.map(([name, folder]): [string, () => Promise<void>] => [name, buildSide(name, folder)]), ...(PEERS.includes('llama.cpp') && PARTS.includes('inference') ? [['llama.cpp', llamaCppSide] as [string, () => Promise<void>]] : []), ...(PEERS.includes('torch') && PARTS.includes('training') ? [['PyTorch', torchSide] as [string, () => Promise<void>]] : [])];
+  const sides: [string, () => Promise<void>][] = [...BUILD_SIDES.map(({ name, folder, sums }): [string, () => Promise<void>] => [name, buildSide(name, folder, sums)]), ...(PEERS.includes('llama.cpp') && PARTS.includes('inference') ? [['llama.cpp', llamaCppSide] as [string, () => Promise<void>]] : []), ...(PEERS.includes('torch') && PARTS.includes('training') ? [['PyTorch', torchSide] as [string, () => Promise<void>]] : [])];
   for (let round = 0; round < rounds; round++) {
     for (const [name, run] of round % 2 ? [...sides].reverse() : sides) {
       const start = performance.now();
@@ -160,7 +168,7 @@ async function main() {
 }
 
 function report(rows: Row[], loads: number[], checks: Record<string, string>) {
-  const names = [...BUILDS.map(([name]) => name), ...(PEERS.includes('llama.cpp') ? ['llama.cpp'] : []), ...(PEERS.includes('torch') ? ['PyTorch'] : [])];
+  const names = [...BUILD_SIDES.map(({ name }) => name), ...(PEERS.includes('llama.cpp') ? ['llama.cpp'] : []), ...(PEERS.includes('torch') ? ['PyTorch'] : [])];
   const works = [...new Set(rows.map((r) => r.work))];
   const value = (side: string, threads: number, work: string) => {
     const row = rows.find((r) => r.side === side && r.threads === threads && r.work === work);
@@ -169,19 +177,20 @@ function report(rows: Row[], loads: number[], checks: Record<string, string>) {
   const shown = (v: number | undefined) => (v === undefined ? '—' : v.toFixed(v < 100 ? 1 : 0));
   const peerOf = (work: string) => (work.includes('training') ? 'PyTorch' : 'llama.cpp');
   console.log(`\nmodel ${args.preset}, f16 weights; LoRA rank 16 on all 7 projections, ${ADAPTERS} adapters; prompt ${promptLen}, ${decodeSteps} decode steps; training ${trainBatch} × ${seqLen} tokens; medians of ${rounds} rounds (sides alternating); load average ${loads.map((l) => l.toFixed(1)).join(', ')} on ${cpus().length} cores`);
-  console.log(`builds: ${BUILDS.map(([n, f]) => `${n} = ${f}`).join('; ')}; next-token logits equal bit for bit in every build (sha256 ${checks['this']?.slice(0, 12)})\n`);
-  console.log(`| threads | work | unit | ${names.join(' | ')} | ${BUILDS.map(([n]) => `${n} / peer`).join(' | ')} |`);
-  console.log(`|---:|---|---|${names.map(() => '---:').join('|')}|${BUILDS.map(() => '---:').join('|')}|`);
+  const f32Check = checks['this f32'] ? `; with f32 sums, sha256 ${checks['this f32'].slice(0, 12)}` : '';
+  console.log(`builds: ${BUILDS.map(([n, f]) => `${n} = ${f}`).join('; ')}; next-token logits equal bit for bit in every build (sha256 ${checks['this']?.slice(0, 12)}${f32Check})\n`);
+  console.log(`| threads | work | unit | ${names.join(' | ')} | ${BUILD_SIDES.map(({ name }) => `${name} / peer`).join(' | ')} |`);
+  console.log(`|---:|---|---|${names.map(() => '---:').join('|')}|${BUILD_SIDES.map(() => '---:').join('|')}|`);
   for (const threads of THREADS) {
     for (const work of works) {
       const unit = rows.find((r) => r.work === work)!.unit;
       const peer = value(peerOf(work), threads, work);
       const ratio = (v: number | undefined) => (v === undefined || peer === undefined ? '—' : `${(unit === 'ms' ? peer / v : v / peer).toFixed(2)}x`);
-      console.log(`| ${threads} | ${work} | ${unit} | ${names.map((n) => shown(value(n, threads, work))).join(' | ')} | ${BUILDS.map(([n]) => ratio(value(n, threads, work))).join(' | ')} |`);
+      console.log(`| ${threads} | ${work} | ${unit} | ${names.map((n) => shown(value(n, threads, work))).join(' | ')} | ${BUILD_SIDES.map(({ name }) => ratio(value(name, threads, work))).join(' | ')} |`);
     }
   }
   mkdirSync(dirname(args.out!), { recursive: true });
-  writeFileSync(args.out!, JSON.stringify({ preset: args.preset, builds: Object.fromEntries(BUILDS), threads: THREADS, promptLen, decodeSteps, trainBatch, seqLen, trainRepeats, rounds, cores: cpus().length, loads, checks, rows }, null, 2));
+  writeFileSync(args.out!, JSON.stringify({ preset: args.preset, builds: Object.fromEntries(BUILDS), sums: SUMS, threads: THREADS, promptLen, decodeSteps, trainBatch, seqLen, trainRepeats, rounds, cores: cpus().length, loads, checks, rows }, null, 2));
   console.log(`\nwrote ${args.out}`);
 }
 

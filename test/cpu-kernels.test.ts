@@ -1,6 +1,7 @@
 // The CPU kernels (kernels/cpu/*.wasm: the SVD crossover's Gram, combine, Jacobi rotations and small products)
 // against their plain-loop references, the references against sums computed here, and the committed binaries
-// against their text (dense.wasm's, attention.wasm's and train_attention.wasm's are tested in cpu-simd.test.ts).
+// against their text (dense.wasm's, attention.wasm's and train_attention.wasm's are tested in cpu-simd.test.ts,
+// dense_f32.wasm's in cpu-dense-f32.test.ts).
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { combine, combineReference, gram, gramReference, type VectorRef } from '../src/backend/stacked-vectors.js';
@@ -112,7 +113,7 @@ describe('kernels/cpu binaries', () => {
   it('each committed .wasm is what its .wat compiles to (run npm run build:wasm after editing one)', async () => {
     const directory = new URL('../kernels/cpu/', import.meta.url).pathname;
     const sources = readdirSync(directory).filter((f) => f.endsWith('.wat'));
-    expect(sources.sort()).toEqual(['attention.wat', 'dense.wat', 'small_matrices.wat', 'stacked_vectors.wat', 'train_attention.wat']);
+    expect(sources.sort()).toEqual(['attention.wat', 'dense.wat', 'dense_f32.wat', 'small_matrices.wat', 'stacked_vectors.wat', 'train_attention.wat']);
     for (const source of sources) {
       const built = (await compileWat(directory + source)) as Buffer;
       expect(built.equals(readFileSync(directory + source.replace(/\.wat$/, '.wasm'))), source).toBe(true);

@@ -2,9 +2,10 @@
 // build that runs the benchmark) imports the model, the LoRA bank and the trainer from another build's dist/ (an
 // older commit's, checked out and built in a worktree of its own), so that builds are timed by the same code in
 // the same run. The builds' APIs used here (LlamaModel.upload, forward, LoraBank, LlamaTrainer, AdamW.forBank,
-// policyGradientStep) have not changed since the one-thread CPU backend; a build without threads runs 1 only.
+// policyGradientStep) have not changed since the one-thread CPU backend; a build without threads runs 1 only, a
+// build older than the CPU backend's `sums` runs f64 sums only.
 //
-//   node dist/bench/peers/populora-build.js <build folder> <model folder> <adapter folder>...
+//   node dist/bench/peers/populora-build.js <build folder> <f64|f32> <model folder> <adapter folder>...
 // Requests: {type: 'check', tokens, adapter} -> {sha256, threads} (the next-token logits' bytes);
 // {type: 'time', threads, shape} -> {prefillTokPerS, decodeTokPerS}; {type: 'train', threads, batch, seq, repeats}
 // -> {stepMs}. A thread count the build cannot run is an error.
@@ -16,14 +17,15 @@ import { pathToFileURL } from 'node:url';
 import { timePopulora, type PopuloraSide } from './llama-cpp-peer.js';
 import type { TimedShape } from './protocol.js';
 
-const [root, modelDir, ...adapterDirs] = process.argv.slice(2);
-if (!root || !modelDir) throw new Error('usage: populora-build.js <build folder> <model folder> <adapter folder>...');
+const [root, sums, modelDir, ...adapterDirs] = process.argv.slice(2);
+if (!root || !sums || !modelDir) throw new Error('usage: populora-build.js <build folder> <f64|f32> <model folder> <adapter folder>...');
 const load = async (module: string) => import(pathToFileURL(join(root, 'dist', 'src', module)).href);
 const [{ CpuBackend }, { loadModel }, { LlamaModel }, { LoraBank }, { loadPeftAdapter, LORA_MODULES }, { AdamW }, { LlamaTrainer }, { policyGradientStep }] = await Promise.all(
   ['backend/cpu.js', 'model/checkpoint.js', 'model/llama.js', 'model/lora-bank.js', 'model/peft.js', 'train/adamw.js', 'train/llama-backward.js', 'train/steps.js'].map(load),
 );
 
-const backend = new CpuBackend({ threads: 1 });
+const backend = new CpuBackend({ threads: 1, sums });
+if (sums !== 'f64' && backend.sums !== sums) throw new Error(`this build (${root}) has no ${sums} sums: it runs f64 only`);
 const { config, weights } = loadModel(modelDir);
 const model = LlamaModel.upload(backend, config, weights, { storage: 'f16', maxContext: 64 });
 const bank = new LoraBank(backend, config, adapterDirs.length, 16, LORA_MODULES);

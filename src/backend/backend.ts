@@ -110,6 +110,8 @@ export interface Backend {
   readonly deviceDescription: string;
   /** WebGPU on a software adapter running on the CPU (Mesa lavapipe, SwiftShader). */
   readonly softwareAdapter?: boolean;
+  /** The CPU backend's: what its dense products sum in (DenseSums, below). */
+  readonly sums?: DenseSums;
   /** A view (rowsView) must start at a byte offset that is a multiple of this. */
   readonly viewAlignment: number;
   /** The most bytes one tensor may hold: a storage binding's limit on WebGPU, unbounded on the CPU. */
@@ -363,3 +365,14 @@ export function uploadStepRows(b: Backend, step: { tokens: Int32Array; slots: In
 export function assert(condition: unknown, message: string): asserts condition {
   if (!condition) throw new Error(`populora: invariant violated: ${message}`);
 }
+
+/**
+ * What the base model's dense products (the CPU backend's matmul, and matmulBackward: the input gradients of the
+ * base weights and the LM head in training) sum in: f64 (exact for a product of two f32 values; the default, and the
+ * bits of every run made before the choice existed), or f32 as llama.cpp does (each product and partial sum rounded
+ * to f32, in the reference's order: 4 sums a SIMD vector where f64 fits 2; other bits). LoRA products, attention and
+ * the outer products of weight gradients sum in f64 either way. Either is deterministic and the same at any thread
+ * count and batch; the choice is part of a run's identity.
+ */
+export const DENSE_SUMS = ['f64', 'f32'] as const;
+export type DenseSums = (typeof DENSE_SUMS)[number];

@@ -9,13 +9,13 @@
 // laid out for SIMD without shuffles (rowBlocks, matmulBlocks). The helpers below (stage, padRows, ...) serve
 // cpu-lora.ts too.
 
-import { assert, type Tensor } from './backend.js';
+import { assert, type DenseSums, type Tensor } from './backend.js';
 import { cpuArena } from './cpu-arena.js';
 import { colsOf, f32Of, i32Of, rowsOf, tensor } from './cpu-tensor.js';
 import { ONE_THREAD, type CpuThreads, type KernelCall } from './cpu-threads.js';
 
 /** x [T, K] against w [N, K] (matmul), or dy [T, N] against w [N, K] (matmulBackward). */
-function shapes(what: 'matmul' | 'matmulBackward', a: Tensor, w: Tensor): { T: number; N: number; K: number } {
+export function shapes(what: 'matmul' | 'matmulBackward', a: Tensor, w: Tensor): { T: number; N: number; K: number } {
   const [T, inner] = [rowsOf(a), colsOf(a)];
   const [N, K] = w.shape as [number, number];
   if (what === 'matmul') assert(inner === K, `matmul: x has ${inner} columns but the weight has ${K}`);
@@ -160,8 +160,8 @@ const BLOCK_ROWS = 16;
 // matmulBlocks streams every token's x (as f64) through each block, where the row-major kernel tiles tokens by 32: it
 // runs while x fits this (half a core's L2 here: 73 tokens at d 896, 13 at the 0.5B down projection's 4,864, so
 // 8 × 8 decode's too: 1.3x the row-major kernel there, bench/cpu-bandwidth.ts), the row-major kernel past it (long
-// prompts, training).
-const MAX_BLOCK_X_BYTES = 512 * 1024;
+// prompts, training). x in f32 (matmulBlocksF32) takes twice the tokens: 146 at d 896, 26 at 4,864.
+export const MAX_BLOCK_X_BYTES = 512 * 1024;
 // The row blocks made in this process, all weights together, at most: they double an f16 weight's memory. 2 GiB
 // holds a 0.5B model's (1.84 GiB, its tied LM head included); at 1 GiB, its last 6 layers and its LM head, 46% of a
 // token's multiply-adds, took the row-major kernel, half as fast for a lone token.
@@ -202,18 +202,29 @@ export function rowBlocks(w: Tensor): Float32Array | undefined {
   return blocks ?? undefined;
 }
 
-/** x [T, K] against an f16 weight through its row blocks; undefined past MAX_BLOCK_X_BYTES or without the blocks. */
-function matmulBlocks(xs: Float32Array, w: Tensor, T: number, N: number, K: number, bias: Tensor | undefined, threads: CpuThreads): Tensor | undefined {
-  if (T * K * 8 > MAX_BLOCK_X_BYTES) return undefined;
+/**
+ * x [T, K] against an f16 weight through its row blocks, summed in f64 (dense.wasm's matmulBlocks: x staged as f64)
+ * or f32 (dense_f32.wasm's matmulBlocksF32, cpu-dense-f32.ts: x as it is); undefined past MAX_BLOCK_X_BYTES or
+ * without the blocks.
+ */
+export function matmulThroughBlocks(xs: Float32Array, w: Tensor, T: number, N: number, K: number, bias: Tensor | undefined, threads: CpuThreads, sums: DenseSums): Tensor | undefined {
+  const xBytes = sums === 'f64' ? 8 : 4;
+  if (T * K * xBytes > MAX_BLOCK_X_BYTES) return undefined;
   const blocks = rowBlocks(w);
   const nPad = roundUp(N, BLOCK_ROWS);
-  const s = blocks && stage([T * K * 8, nPad * 4, T * nPad * 4], homeOf(blocks));
+  const s = blocks && stage([T * K * xBytes, nPad * 4, T * nPad * 4], homeOf(blocks));
   if (!blocks || !s) return undefined;
-  s.putF64(0, xs);
+  if (sums === 'f64') s.putF64(0, xs);
+  else s.f32(0, T * K).set(xs);
   const b = s.f32(1, nPad).fill(0);
   if (bias) b.set(f32Of(bias).subarray(0, N));
   const wAt = cpuArena().addressOf(blocks, s.memory)!;
-  threads.runRanges(N, BLOCK_ROWS, T * N * K, (first, end) => [{ fn: 'matmulBlocks', memory: s.memory, args: [s.at[0]!, T, K, wAt, N, s.at[1]!, s.at[2]!, 0, 1, first, end] }]);
+  const [xAt, bAt, outAt] = s.at as [number, number, number];
+  threads.runRanges(N, BLOCK_ROWS, T * N * K, (first, end) => [
+    sums === 'f64'
+      ? { fn: 'matmulBlocks', memory: s.memory, args: [xAt, T, K, wAt, N, bAt, outAt, 0, 1, first, end] }
+      : { fn: 'matmulBlocksF32', memory: s.memory, args: [xAt, T, K, wAt, N, bAt, outAt, first, end] },
+  ]);
   return tensor(unpadRows(s.f32(2, T * nPad), T, N, nPad), [T, N], 'f32');
 }
 
@@ -221,7 +232,7 @@ function matmulBlocks(xs: Float32Array, w: Tensor, T: number, N: number, K: numb
 export function matmul(x: Tensor, w: Tensor, bias?: Tensor, threads: CpuThreads = ONE_THREAD): Tensor {
   const { T, N, K } = shapes('matmul', x, w);
   const [xs, ws] = [f32Of(x), f32Of(w)];
-  const blocked = matmulBlocks(xs, w, T, N, K, bias, threads);
+  const blocked = matmulThroughBlocks(xs, w, T, N, K, bias, threads, 'f64');
   if (blocked) return blocked;
   const nPad = roundUp(N, 8);
   const home = homeOf(ws);

@@ -32,6 +32,9 @@ const KERNEL_FUNCTIONS = {
   matmul: ['dense', 'matmul', 11],
   matmulBlocks: ['dense', 'matmulBlocks', 11],
   matmulBackward: ['dense', 'matmulBackward', 10],
+  matmulBlocksF32: ['dense_f32', 'matmulBlocksF32', 9],
+  matmulF32: ['dense_f32', 'matmulF32', 9],
+  matmulBackwardF32: ['dense_f32', 'matmulBackwardF32', 9],
   attention: ['attention', 'attention', 12],
   attentionForward: ['train_attention', 'forward', 13],
   attentionBackward: ['train_attention', 'backward', 17],
@@ -66,7 +69,7 @@ export function instantiateKernels(memory: WebAssembly.Memory, modules: Record<s
   })) as Kernels;
 }
 
-/** Each module the threads instantiate, in the build this process runs (dense's multiply-adds fused where it can). */
+/** Each module the threads instantiate, in the build this process runs (dense's multiply-adds fused where it can; dense_f32 has no fused build). */
 export const kernelModules = (): Record<string, WebAssembly.Module> => Object.fromEntries(MODULE_NAMES.map((name) => [name, cpuKernelModule(cpuKernelBuild(name))]));
 
 /** One thread's kernels: a set of instances for each memory of the arena, made at its first call there. */

@@ -1,11 +1,11 @@
-// The CPU reference backend: each op written as the plain maths, in f32 storage with f64 accumulation.
-// It is the oracle the WGSL kernels are tested against, and the fallback when no WebGPU adapter exists. The hot
-// loops, the dense products, the LoRA products and decode attention (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts),
-// run WebAssembly SIMD kernels equal bit for bit to their plain loops; the weights and KV caches they read live in
-// the CPU arena (cpu-arena.ts).
+// The CPU reference backend: each op written as the plain maths, in f32 storage with f64 accumulation (the base
+// model's dense products may sum in f32 instead, `sums: 'f32'`: cpu-dense-f32.ts). It is the oracle the WGSL kernels
+// are tested against, and the fallback when no WebGPU adapter exists. The hot loops, the dense products, the LoRA
+// products and decode attention (cpu-dense.ts, cpu-lora.ts, cpu-attention.ts), run WebAssembly SIMD kernels equal
+// bit for bit to their plain loops; the weights and KV caches they read live in the CPU arena (cpu-arena.ts).
 
 import { totalmem } from 'node:os';
-import { assert, numel, type Backend, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage } from './backend.js';
+import { assert, numel, type Backend, type DenseSums, type KvCache, type LinearOp, type Packed, type RopeKv, type SampleRow, type StepRows, type Tensor, type WeightStorage } from './backend.js';
 import { roundToF16 } from './half.js';
 import { automatonMasks } from './automaton-mask.js';
 import { packSampleRows, sampleRow, SAMPLE_ROW_WORDS } from './sampling.js';
@@ -16,6 +16,7 @@ import * as attend from './cpu-attention.js';
 import * as backward from './cpu-backward.js';
 import * as trainAttention from './cpu-train-attention.js';
 import * as dense from './cpu-dense.js';
+import * as denseF32 from './cpu-dense-f32.js';
 import * as lora from './cpu-lora.js';
 import * as evolution from './cpu-evolution.js';
 
@@ -39,17 +40,20 @@ export class CpuBackend implements Backend {
   /** The threads the SIMD kernels split their work over (cpu-threads.ts): any count gives the same bits. */
   private threads: CpuThreads;
   private readonly minWorkPerShare: number | undefined;
+  readonly sums: DenseSums;
 
   /**
    * threads: the kernels' threads, this one included (default 1; select.ts gives the machine's cores);
-   * minWorkPerShare: the least work a thread is given (tests cut small shapes with 1; cpu-threads.ts).
+   * minWorkPerShare: the least work a thread is given (tests cut small shapes with 1; cpu-threads.ts);
+   * sums: what the dense products sum in (DenseSums; default f64).
    */
-  constructor(options: { simd?: boolean; threads?: number; minWorkPerShare?: number } = {}) {
+  constructor(options: { simd?: boolean; threads?: number; minWorkPerShare?: number; sums?: DenseSums } = {}) {
     this.simd = options.simd ?? true;
     this.minWorkPerShare = options.minWorkPerShare;
+    this.sums = options.sums ?? 'f64';
     this.threads = this.simd ? CpuThreads.open(options.threads ?? 1, options.minWorkPerShare) : ONE_THREAD;
     const simd = !this.simd ? '' : cpuArena().count > 0 ? `, WebAssembly SIMD products, ${this.threads.count} thread${this.threads.count === 1 ? '' : 's'}` : '; no WebAssembly memory for its SIMD kernels';
-    this.deviceDescription = `cpu (TypeScript reference${simd})`;
+    this.deviceDescription = `cpu (TypeScript reference${simd}${this.sums === 'f32' ? ', dense products summed in f32' : ''})`;
   }
 
   /** The threads its kernels use. */
@@ -181,6 +185,7 @@ export class CpuBackend implements Backend {
   }
 
   matmul(x: Tensor, w: Tensor, bias?: Tensor): Tensor {
+    if (this.sums === 'f32') return this.simd ? denseF32.matmulF32(x, w, bias, this.threads) : denseF32.matmulF32Reference(x, w, bias);
     return this.simd ? dense.matmul(x, w, bias, this.threads) : dense.matmulReference(x, w, bias);
   }
 
@@ -344,7 +349,10 @@ export class CpuBackend implements Backend {
   logProbs: Backend['logProbs'] = (logits, targets) => (this.simd ? backward.logProbs(logits, targets, this.threads) : backward.logProbsReference(logits, targets));
   logitsBackward: Backend['logitsBackward'] = (logits, targets, logpWeight, entropyWeight) =>
     this.simd ? backward.logitsBackward(logits, targets, logpWeight, entropyWeight, this.threads) : backward.logitsBackwardReference(logits, targets, logpWeight, entropyWeight);
-  matmulBackward: Backend['matmulBackward'] = (dy, w) => (this.simd ? dense.matmulBackward(dy, w, this.threads) : dense.matmulBackwardReference(dy, w));
+  matmulBackward: Backend['matmulBackward'] = (dy, w) => {
+    if (this.sums === 'f32') return this.simd ? denseF32.matmulBackwardF32(dy, w, this.threads) : denseF32.matmulBackwardF32Reference(dy, w);
+    return this.simd ? dense.matmulBackward(dy, w, this.threads) : dense.matmulBackwardReference(dy, w);
+  };
   outerProductSum: Backend['outerProductSum'] = (u, v, order, offsets, scales) => (this.simd ? dense.outerProductSum(u, v, order, offsets, scales, this.threads) : dense.outerProductSumReference(u, v, order, offsets, scales));
   rmsNormBackward = backward.rmsNormBackward;
   rmsNormWeightGrad = backward.rmsNormWeightGrad;

@@ -7,7 +7,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
-import { MAX_CONTEXT } from '../backend/backend.js';
+import { DENSE_SUMS, MAX_CONTEXT } from '../backend/backend.js';
 import { HELD_OUT_PARTS, type Domain } from '../domains/domain.js';
 import { DEFAULT_DOMAIN, domainNamed, domainNames, isDomain } from '../domains/index.js';
 import { promptSet, resolvePrompts, TemplateError, type ScenarioPrompts } from '../domains/prompts.js';
@@ -122,11 +122,15 @@ export const scenarioSchema = z.strictObject({
   name: z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9._-]+$/, { error: 'expected letters, digits, ".", "_" or "-"' }),
   seed: int(0),
   steps: int(1, LIMITS.steps),
-  // the backend, or {name, threads}: the CPU backend's threads (default: one per core; populora run --threads
-  // overrides them), a machine setting like the verifier's workers: never part of the run hash, a resume or a replay
+  // the backend, or {name, threads, sums}: the CPU backend's threads (default: one per core; populora run --threads
+  // overrides them), a machine setting like the verifier's workers: never part of the run hash, a resume or a replay;
+  // and what its dense products sum in (f64 by default, or f32: backend.ts's DenseSums), which is part of them
   backend: z
-    .union([BACKEND_NAME, z.strictObject({ name: BACKEND_NAME, threads: int(1, LIMITS.threads).optional() })], { error: 'expected webgpu, cpu or auto, or {name: cpu, threads: N}' })
+    .union([BACKEND_NAME, z.strictObject({ name: BACKEND_NAME, threads: int(1, LIMITS.threads).optional(), sums: z.enum(DENSE_SUMS, { error: `expected ${DENSE_SUMS.join(' or ')}` }).optional() })], {
+      error: 'expected webgpu, cpu or auto, or {name: cpu, threads: N, sums: f64 or f32}',
+    })
     .refine((b) => typeof b === 'string' || b.threads === undefined || b.name !== 'webgpu', { error: 'threads are the cpu backend\'s: give name: cpu (or auto, where it falls back to the CPU)' })
+    .refine((b) => typeof b === 'string' || b.sums === undefined || b.name === 'cpu', { error: 'sums are the cpu backend\'s arithmetic, and they change the run\'s bits: give name: cpu (auto may run on WebGPU)' })
     .default('auto'),
   model: modelSchema,
   domain: z.string({ error: domainsExpected }).refine(isDomain, { error: domainsExpected }).default(DEFAULT_DOMAIN), // a domain of the registry (src/domains/index.ts)
@@ -381,11 +385,15 @@ function modelFolder(path: string, file: string, relativeTo: string): string {
 
 /**
  * The scenario without its machine settings (the CPU backend's threads, the engine's micro-batch budget), which
- * never change a bit of a run: what a resume, a replay and a cluster's workers compare.
+ * never change a bit of a run: what a resume, a replay and a cluster's workers compare. The CPU backend's sums stay
+ * where they change the bits (f32); f64, the default, reads as no setting, so scenarios older than it keep their
+ * identity.
  */
 export function withoutMachineSettings(scenario: Scenario): Scenario {
   const { batchTokens: _budget, ...rest } = scenario;
-  return typeof rest.backend === 'string' ? rest : { ...rest, backend: rest.backend.name };
+  if (typeof rest.backend === 'string') return rest;
+  const { name, sums } = rest.backend;
+  return { ...rest, backend: sums === undefined || sums === 'f64' ? name : { name, sums } };
 }
 
 function readScenarioText(file: string): string {

@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { MATCHMAKER, POPULATION_MANAGER, RUNTIME, studentAt, teacherAt, type Learn } from '../../actors/protocol.js';
 import type { PopulationState } from '../../actors/population-manager.js';
 import type { Backend } from '../backend/backend.js';
-import { openBackend } from '../backend/select.js';
+import { openBackend, settingSums } from '../backend/select.js';
 import { domainNamed } from '../domains/index.js';
 import { checkScenarioLimits, type Scenario } from '../scenario/scenario.js';
 import { writeCheckpoint } from './checkpoints.js';
@@ -99,6 +99,10 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   const dir = options.outDir;
   const file = options.scenarioFile ?? join(dir, SCENARIO_FILE);
   checkScenarioLimits(scenario, file);
+  const sums = settingSums(scenario.backend);
+  if (options.backend?.name === 'cpu' && (options.backend.sums ?? 'f64') !== sums) {
+    throw new Error(`populora: the scenario's backend sums its dense products in ${sums}, the backend given to runScenario in ${options.backend.sums ?? 'f64'}: open it with new CpuBackend({ sums: '${sums}' }) (a replay would not give this run's bits)`);
+  }
   if (existsSync(dir) && !statSync(dir).isDirectory()) throw new RunFolderError(`${dir} is a file, not a folder: give --out a folder (a new one, or a run's to --resume)`);
   mkdirSync(dir, { recursive: true });
   const lock = acquireRunLock(dir);
