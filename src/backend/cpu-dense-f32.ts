@@ -57,22 +57,32 @@ function unstageTransposed(s: Staged, region: number, T: number, R: number, tPad
   return out;
 }
 
+/**
+ * Both directions' row-major kernel (`fn`, dense_f32.wat's tile loop): a [T, L] staged transposed against w read in
+ * place, out [T, R] = its R rows' sums over L steps plus `bias` [R] (+0s without one); threads each own whole rows
+ * (4 at a time, the tile's). The reference where the arena cannot stage them (undefined).
+ */
+function throughTiles(fn: 'matmulF32' | 'matmulBackwardF32', a: Float32Array, T: number, L: number, ws: Float32Array, R: number, bias: Tensor | undefined, threads: CpuThreads): Float32Array | undefined {
+  const [tPad, rPad] = [roundUp(T, TILE_TOKENS), roundUp(R, TILE_ROWS)];
+  const home = homeOf(ws);
+  const s = stage([L * tPad * 4, weightBytes(ws, home), rPad * 4, rPad * tPad * 4], home);
+  if (!s) return undefined;
+  stageTransposed(s, 0, a, T, L, tPad);
+  const b = s.f32(2, rPad).fill(0);
+  if (bias) b.set(f32Of(bias).subarray(0, R));
+  const wAt = s.weight(1, ws);
+  threads.runRanges(R, TILE_ROWS, T * R * L, (first, end) => [{ fn, memory: s.memory, args: [s.at[0]!, tPad, L, wAt, R, s.at[2]!, s.at[3]!, first, end] }]);
+  return unstageTransposed(s, 3, T, R, tPad);
+}
+
 /** Threads each own whole rows n of w (16 at a time through row blocks, else 4). */
 export function matmulF32(x: Tensor, w: Tensor, bias?: Tensor, threads: CpuThreads = ONE_THREAD): Tensor {
   const { T, N, K } = shapes('matmul', x, w);
-  const [xs, ws] = [f32Of(x), f32Of(w)];
+  const xs = f32Of(x);
   const blocked = matmulThroughBlocks(xs, w, T, N, K, bias, threads, 'f32');
   if (blocked) return blocked;
-  const [tPad, nPad] = [roundUp(T, TILE_TOKENS), roundUp(N, TILE_ROWS)];
-  const home = homeOf(ws);
-  const s = stage([K * tPad * 4, weightBytes(ws, home), nPad * 4, nPad * tPad * 4], home);
-  if (!s) return matmulF32Reference(x, w, bias);
-  stageTransposed(s, 0, xs, T, K, tPad);
-  const b = s.f32(2, nPad).fill(0);
-  if (bias) b.set(f32Of(bias).subarray(0, N));
-  const wAt = s.weight(1, ws);
-  threads.runRanges(N, TILE_ROWS, T * N * K, (first, end) => [{ fn: 'matmulF32', memory: s.memory, args: [s.at[0]!, tPad, K, wAt, N, s.at[2]!, s.at[3]!, first, end] }]);
-  return tensor(unstageTransposed(s, 3, T, N, tPad), [T, N], 'f32');
+  const out = throughTiles('matmulF32', xs, T, K, f32Of(w), N, bias, threads);
+  return out ? tensor(out, [T, N], 'f32') : matmulF32Reference(x, w, bias);
 }
 
 export function matmulBackwardF32Reference(dy: Tensor, w: Tensor): Tensor {
@@ -92,14 +102,6 @@ export function matmulBackwardF32Reference(dy: Tensor, w: Tensor): Tensor {
 /** Threads each own whole columns k of w (4 at a time, the tile's rows). f16 weights are read as their f32 values, row-major. */
 export function matmulBackwardF32(dy: Tensor, w: Tensor, threads: CpuThreads = ONE_THREAD): Tensor {
   const { T, N, K } = shapes('matmulBackward', dy, w);
-  const [g, ws] = [f32Of(dy), f32Of(w)];
-  const [tPad, kPad] = [roundUp(T, TILE_TOKENS), roundUp(K, TILE_ROWS)];
-  const home = homeOf(ws);
-  const s = stage([N * tPad * 4, weightBytes(ws, home), kPad * 4, kPad * tPad * 4], home);
-  if (!s) return matmulBackwardF32Reference(dy, w);
-  stageTransposed(s, 0, g, T, N, tPad);
-  s.f32(2, kPad).fill(0); // the tiles' bias: +0
-  const wAt = s.weight(1, ws);
-  threads.runRanges(K, TILE_ROWS, T * N * K, (first, end) => [{ fn: 'matmulBackwardF32', memory: s.memory, args: [s.at[0]!, tPad, N, wAt, K, s.at[2]!, s.at[3]!, first, end] }]);
-  return tensor(unstageTransposed(s, 3, T, K, tPad), [T, K], 'f32');
+  const out = throughTiles('matmulBackwardF32', f32Of(dy), T, N, f32Of(w), K, undefined, threads);
+  return out ? tensor(out, [T, K], 'f32') : matmulBackwardF32Reference(dy, w);
 }

@@ -25,8 +25,7 @@ export const defaultCpuThreads = (): number => Math.min(availableParallelism(), 
 /** `threads` (e.g. a command's --threads) overrides the setting's. */
 export async function openBackend(setting: BackendSetting, announce: (line: string) => void = (l) => console.error(l), threads?: number): Promise<Backend> {
   const choice = typeof setting === 'string' ? setting : setting.name;
-  const options: { threads?: number; sums?: DenseSums } = typeof setting === 'string' ? {} : setting;
-  const cpu = () => new CpuBackend({ threads: threads ?? options.threads ?? defaultCpuThreads(), sums: options.sums });
+  const cpu = () => new CpuBackend({ threads: threads ?? (typeof setting === 'string' ? undefined : setting.threads) ?? defaultCpuThreads(), sums: settingSums(setting) });
   if (choice === 'cpu') return cpu();
   try {
     const backend = await createWebGpuBackend();
